@@ -1,0 +1,12 @@
+"""purejaxppo: end-to-end JAX-compiled PPO on accelerator-native environments."""
+
+from purejaxppo import distributions, losses
+from purejaxppo.config import ConfigError, HParams, PPOConfig, load_config, make_config
+from purejaxppo.envs import make_env
+from purejaxppo.gae import gae
+from purejaxppo.train import RunnerState, TrainResult, make_train
+
+__version__ = "0.1.0"
+
+__all__ = ["ConfigError", "HParams", "PPOConfig", "RunnerState", "TrainResult", "distributions",
+           "gae", "load_config", "losses", "make_config", "make_env", "make_train"]

@@ -1,0 +1,75 @@
+"""gymnax (>= 1.0, six-value step) behind the purejaxppo environment protocol."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+
+import jax.numpy as jnp
+
+from purejaxppo.config import ConfigError
+from purejaxppo.envs.base import ActionSpace
+
+# MNISTBandit downloads a data set when built: it is not offered.
+EXCLUDED = {"MNISTBandit-bsuite"}
+
+
+def env_names() -> list[str]:
+    import gymnax
+
+    return [n for n in gymnax.registered_envs if n not in EXCLUDED]
+
+
+def _make(name: str):
+    import gymnax
+
+    if name not in env_names():
+        close = difflib.get_close_matches(name, env_names(), n=4, cutoff=0.4)
+        hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(env_names())}"
+        raise ConfigError("env", name, f"unknown gymnax environment; {hint}")
+    return gymnax.make(name)
+
+
+def _with_params(name, default_params, overrides):
+    fields = {f.name for f in dataclasses.fields(default_params)}
+    for key in overrides:
+        if key not in fields:
+            raise ConfigError(f"env_params.{key}", overrides[key],
+                              f"{name} has no such parameter; it has {', '.join(sorted(fields))}")
+    return default_params.replace(**overrides)
+
+
+class GymnaxEnv:
+    """A gymnax environment with flat float32 observations and bool done flags."""
+
+    def __init__(self, name: str, env_params: dict | None = None):
+        from gymnax.environments import spaces
+
+        self.name = name
+        self._env, default_params = _make(name)
+        self._params = _with_params(name, default_params, dict(env_params or {}))
+        obs_shape = self._env.observation_space(self._params).shape
+        self.obs_size = int(math.prod(obs_shape))
+        space = self._env.action_space(self._params)
+        if isinstance(space, spaces.Discrete):
+            self.action_space = ActionSpace("discrete", num_actions=int(space.n))
+        else:
+            shape = tuple(space.shape)
+            self.action_space = ActionSpace(
+                "continuous", shape=shape,
+                low=jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), shape),
+                high=jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), shape))
+
+    def _flat(self, obs):
+        return jnp.reshape(obs, (self.obs_size,)).astype(jnp.float32)
+
+    def reset(self, key):
+        obs, state = self._env.reset(key, self._params)
+        return self._flat(obs), state
+
+    def step(self, key, state, action):
+        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, self._params)
+        info = {"final_observation": self._flat(info["final_observation"])}
+        return (self._flat(obs), state, jnp.asarray(reward, jnp.float32),
+                jnp.asarray(terminated, jnp.bool_), jnp.asarray(truncated, jnp.bool_), info)

@@ -1,0 +1,63 @@
+"""Acting in vmapped environments: the one rollout used for training (and evaluation)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+
+@struct.dataclass
+class Transition:
+    """One step of num_envs environments; a rollout stacks these to [num_steps, num_envs]."""
+
+    obs: jnp.ndarray
+    action: jnp.ndarray          # as sampled (unclipped), used for the probability ratio
+    log_prob: jnp.ndarray
+    value: jnp.ndarray
+    reward: jnp.ndarray
+    terminated: jnp.ndarray
+    truncated: jnp.ndarray
+    final_obs: jnp.ndarray       # observation the step led to, before any auto-reset
+    episode_done: jnp.ndarray
+    episode_return: jnp.ndarray  # return of the episode that ended here (when episode_done)
+    episode_length: jnp.ndarray
+
+
+def act(network, action_space, params, obs, key, deterministic=False):
+    """Policy step for a batch of observations -> (env_action, action, log_prob, value).
+
+    Continuous actions are clipped to the action bounds for the environment only; the
+    unclipped sample is returned as `action` for the learner.
+    """
+    dist, value = network.apply(params, obs)
+    action = dist.mode() if deterministic else dist.sample(key)
+    log_prob = dist.log_prob(action)
+    env_action = action
+    if action_space.kind == "continuous":
+        env_action = jnp.clip(action, action_space.low, action_space.high)
+    return env_action, action, log_prob, value
+
+
+def rollout(env, policy, env_state, obs, key, num_steps):
+    """Run `policy(obs, key) -> (env_action, action, log_prob, value)` for num_steps.
+
+    Returns (env_state, obs, Transition[num_steps, num_envs]).
+    """
+    num_envs = obs.shape[0]
+
+    def step(carry, step_key):
+        env_state, obs = carry
+        act_key, env_key = jax.random.split(step_key)
+        env_action, action, log_prob, value = policy(obs, act_key)
+        next_obs, env_state, reward, terminated, truncated, info = jax.vmap(env.step)(
+            jax.random.split(env_key, num_envs), env_state, env_action)
+        transition = Transition(
+            obs=obs, action=action, log_prob=log_prob, value=value, reward=reward,
+            terminated=terminated, truncated=truncated, final_obs=info["final_observation"],
+            episode_done=info["episode_done"], episode_return=info["episode_return"],
+            episode_length=info["episode_length"])
+        return (env_state, next_obs), transition
+
+    (env_state, obs), trajectory = jax.lax.scan(step, (env_state, obs), jax.random.split(key, num_steps))
+    return env_state, obs, trajectory
