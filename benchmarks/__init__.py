@@ -1,0 +1,1 @@
+"""Benchmarks for purejaxppo; run `python -m benchmarks --help`. See benchmarks/README.md."""

@@ -1,0 +1,131 @@
+"""Properties of the fused learner, on tiny budgets (a few updates each)."""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import purejaxppo as ppo
+from purejaxppo.rollout import act
+from purejaxppo.train import make_network
+
+TINY = dict(env="CartPole-v1", num_envs=4, num_steps=16, num_minibatches=4, update_epochs=4,
+            total_timesteps=4 * 16 * 5)
+
+
+def run(cfg, seed=0, hparams=None):
+    return jax.jit(ppo.make_train(cfg))(jax.random.PRNGKey(seed), hparams)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    cfg = ppo.make_config(TINY)
+    return cfg, run(cfg)
+
+
+def test_metric_shapes_and_first_minibatch_ratio_is_one(tiny):
+    cfg, out = tiny
+    m = out.metrics
+    U, E = cfg.num_updates, cfg.epochs_scan
+    assert m["episode_return"].shape == (U,)
+    assert m["clip_fraction"].shape == (U, E)
+    assert m["kl_k3"].shape == (U, E)
+    assert m["clip_cases"].shape == (U, 2, 3)
+    assert np.all(np.asarray(m["clip_cases"]).sum(axis=(1, 2)) == cfg.batch_size)
+    # the first minibatch of every update sees the policy that collected the data
+    assert np.all(np.asarray(m["first_minibatch_ratio_error"]) == 0.0)
+    assert np.all(np.asarray(m["epochs_run"]) == 4)
+    # later epochs move the policy: KL is positive after the first epoch
+    assert np.all(np.asarray(m["kl_k3"])[:, 1:] > 0)
+    assert int(out.runner_state.update) == U
+
+
+def test_full_batch_single_epoch_clip_never_acts():
+    cfg = ppo.make_config({**TINY, "num_minibatches": 1, "update_epochs": 1})
+    train = jax.jit(ppo.make_train(cfg))
+    hp = ppo.HParams.from_config(cfg)
+    a = train(jax.random.PRNGKey(3), hp.replace(clip_eps=jnp.float32(0.01)))
+    b = train(jax.random.PRNGKey(3), hp.replace(clip_eps=jnp.float32(0.5)))
+    chex.assert_trees_all_equal(a.runner_state.params, b.runner_state.params)
+    assert np.all(np.asarray(a.metrics["clip_fraction"]) == 0.0)
+
+
+def test_vmapped_seeds_and_hparams_equal_single_runs(tiny):
+    cfg, _ = tiny
+    train = ppo.make_train(cfg)
+    keys = jax.random.split(jax.random.PRNGKey(7), 3)
+    hp = ppo.HParams.from_config(cfg)
+    lrs = jnp.array([1e-4, 3e-4, 1e-3], jnp.float32)
+    hps = jax.tree.map(lambda x: jnp.stack([x] * 3), hp).replace(lr=lrs)
+    batched = jax.jit(jax.vmap(train))(keys, hps)
+    single = jax.jit(train)
+    for i in range(3):
+        one = single(keys[i], hp.replace(lr=lrs[i]))
+        chex.assert_trees_all_close(jax.tree.map(lambda x: x[i], batched.runner_state.params),
+                                    one.runner_state.params, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(batched.metrics["episode_return"][i], one.metrics["episode_return"],
+                                   rtol=1e-5)
+
+
+def test_masked_epochs_change_nothing():
+    five = ppo.make_config({**TINY, "max_epochs": 5, "update_epochs": 3})
+    three = ppo.make_config({**TINY, "max_epochs": 3, "update_epochs": 3})
+    a, b = run(five, seed=1), run(three, seed=1)
+    chex.assert_trees_all_close(a.runner_state.params, b.runner_state.params, rtol=1e-6, atol=1e-7)
+    chex.assert_trees_all_close(a.runner_state.opt_state, b.runner_state.opt_state, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(a.runner_state.key, b.runner_state.key)
+    np.testing.assert_allclose(a.metrics["clip_fraction"][:, :3], b.metrics["clip_fraction"], rtol=1e-6)
+    assert np.all(np.isnan(np.asarray(a.metrics["clip_fraction"])[:, 3:]))
+    assert np.all(np.asarray(a.metrics["epochs_run"]) == 3)
+
+    # KL early stopping: with a tiny target every update stops after its first epoch
+    train = jax.jit(ppo.make_train(five))
+    hp = ppo.HParams.from_config(five).replace(target_kl=jnp.float32(1e-12))
+    stopped = train(jax.random.PRNGKey(1), hp)
+    assert np.all(np.asarray(stopped.metrics["epochs_run"]) == 1)
+    assert np.all(np.isnan(np.asarray(stopped.metrics["kl_k3"])[:, 1:]))
+    # ... and equals a run compiled for a single epoch
+    one = run(ppo.make_config({**TINY, "update_epochs": 1}), seed=1)
+    chex.assert_trees_all_close(stopped.runner_state.params, one.runner_state.params, rtol=1e-6, atol=1e-7)
+
+
+def test_episode_statistics_carry_forward_when_no_episode_ends():
+    # Pendulum episodes always last 200 steps (a time limit); 1 env x 64 steps per update
+    cfg = ppo.make_config(dict(env="Pendulum-v1", num_envs=1, num_steps=64, num_minibatches=1,
+                               update_epochs=1, total_timesteps=64 * 8))
+    m = jax.tree.map(np.asarray, run(cfg).metrics)
+    finished = m["episodes_finished"]
+    np.testing.assert_array_equal(finished, [0, 0, 0, 1, 0, 0, 1, 0])  # steps 200 and 400
+    assert np.all(np.isnan(m["episode_return"][:3]))
+    assert np.all(m["episode_return"][3:6] == m["episode_return"][3])
+    assert m["episode_return"][6] != m["episode_return"][3]
+    assert np.all(m["episode_length"][3:] == 200)
+    assert np.all(np.isfinite(m["policy_loss"]))
+
+
+def test_continuous_actions_are_clipped_for_the_env_only():
+    cfg = ppo.make_config(dict(env="Pendulum-v1"))
+    env = ppo.make_env(cfg)
+    net = make_network(cfg, env)
+    obs = jnp.zeros((5, env.obs_size))
+    params = net.init(jax.random.PRNGKey(0), obs[0])
+    params = jax.tree_util.tree_map_with_path(
+        lambda path, x: x + 10.0 if "actor" in str(path) and "Dense_2" in str(path) and "bias" in str(path)
+        else x, params)
+    env_action, action, log_prob, _ = act(net, env.action_space, params, obs, jax.random.PRNGKey(1))
+    high = float(env.action_space.high[0])
+    assert high == 2.0
+    np.testing.assert_array_equal(env_action, high)
+    assert np.all(np.asarray(action) > 5.0)  # stored unclipped
+    dist, _ = net.apply(params, obs)
+    np.testing.assert_allclose(log_prob, dist.log_prob(action))
+
+
+def test_minatar_observations_are_flattened():
+    env = ppo.make_env(ppo.make_config(dict(env="Breakout-MinAtar")))
+    obs, state = env.reset(jax.random.PRNGKey(0))
+    assert obs.shape == (env.obs_size,) == (400,) and obs.dtype == jnp.float32
+    obs, state, reward, terminated, truncated, info = env.step(jax.random.PRNGKey(1), state, 0)
+    assert info["final_observation"].shape == (400,)
+    assert terminated.dtype == jnp.bool_ and truncated.dtype == jnp.bool_
