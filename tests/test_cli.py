@@ -1,0 +1,26 @@
+import csv
+import json
+
+import purejaxppo as ppo
+from purejaxppo.cli import main
+
+
+def test_train_writes_a_complete_run_folder(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["train", "configs/cartpole.yaml", "--seeds", "2", "--set", "num_steps=16",
+                 "--set", "total_timesteps=256", "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "final episode return" in printed and "compile time" in printed
+    # the resolved config reloads to the same config
+    cfg = ppo.load_config(out / "config.yaml")
+    assert cfg.num_steps == 16 and cfg.total_timesteps == 256 and cfg.env == "CartPole-v1"
+    with open(out / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2 * cfg.num_updates
+    assert {r["seed"] for r in rows} == {"0", "1"}
+    assert {"clip_fraction_e4", "kl_k3_e1", "clip_cases_adv_neg_below", "episode_return"} <= set(rows[0])
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["final_return"]["per_seed"]) == 2 and summary["compile_seconds"] > 0
+    png = (out / "learning_curve.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 5000
