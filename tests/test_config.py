@@ -101,3 +101,10 @@ def test_cli_refuses_to_overwrite_a_run_folder(tmp_path):
     result = run_cli("train", CARTPOLE, "--out", str(tmp_path))
     assert result.returncode == 2 and "--out" in result.stderr
     assert (tmp_path / "metrics.csv").read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("name", ["cartpole", "acrobot", "pendulum", "minatar_breakout",
+                                  "minatar_space_invaders"])
+def test_shipped_configs_load(name):
+    cfg = ppo.load_config(f"configs/{name}.yaml")
+    assert cfg.num_updates >= 1
