@@ -42,16 +42,22 @@ def act(network, action_space, params, obs, key, deterministic=False):
 def rollout(env, policy, env_state, obs, key, num_steps):
     """Run `policy(obs, key) -> (env_action, action, log_prob, value)` for num_steps.
 
-    Returns (env_state, obs, Transition[num_steps, num_envs]).
+    `env` is an `AutoReset` environment; the fresh episodes it may need are drawn up
+    front for every (step, env) in one batched call, outside the sequential loop, as are
+    all random keys. Returns (env_state, obs, Transition[num_steps, num_envs]).
     """
     num_envs = obs.shape[0]
+    act_key, step_key, reset_key = jax.random.split(key, 3)
+    act_keys = jax.random.split(act_key, num_steps)
+    step_keys = jax.random.split(step_key, (num_steps, num_envs))
+    resets = jax.vmap(jax.vmap(env.reset))(jax.random.split(reset_key, (num_steps, num_envs)))
 
-    def step(carry, step_key):
+    def step(carry, inputs):
         env_state, obs = carry
-        act_key, env_key = jax.random.split(step_key)
+        act_key, step_keys, reset = inputs
         env_action, action, log_prob, value = policy(obs, act_key)
         next_obs, env_state, reward, terminated, truncated, info = jax.vmap(env.step)(
-            jax.random.split(env_key, num_envs), env_state, env_action)
+            step_keys, env_state, env_action, reset)
         transition = Transition(
             obs=obs, action=action, log_prob=log_prob, value=value, reward=reward,
             terminated=terminated, truncated=truncated, final_obs=info["final_observation"],
@@ -59,5 +65,5 @@ def rollout(env, policy, env_state, obs, key, num_steps):
             episode_length=info["episode_length"])
         return (env_state, next_obs), transition
 
-    (env_state, obs), trajectory = jax.lax.scan(step, (env_state, obs), jax.random.split(key, num_steps))
+    (env_state, obs), trajectory = jax.lax.scan(step, (env_state, obs), (act_keys, step_keys, resets))
     return env_state, obs, trajectory

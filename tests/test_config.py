@@ -67,7 +67,7 @@ def test_config_loads_and_hparams_are_traced_values():
     assert hp.update_epochs.dtype == jnp.int32 and float(hp.clip_eps) == pytest.approx(0.2)
     assert float(ppo.HParams.from_config(ppo.make_config({"target_kl": None})).target_kl) == float("inf")
     env = ppo.make_env(cfg)
-    assert env.env._params.max_steps_in_episode == 200
+    assert env.env.env._params.max_steps_in_episode == 200
 
 
 def test_continuous_env_accepts_log_std_init():

@@ -120,12 +120,3 @@ def test_continuous_actions_are_clipped_for_the_env_only():
     assert np.all(np.asarray(action) > 5.0)  # stored unclipped
     dist, _ = net.apply(params, obs)
     np.testing.assert_allclose(log_prob, dist.log_prob(action))
-
-
-def test_minatar_observations_are_flattened():
-    env = ppo.make_env(ppo.make_config(dict(env="Breakout-MinAtar")))
-    obs, state = env.reset(jax.random.PRNGKey(0))
-    assert obs.shape == (env.obs_size,) == (400,) and obs.dtype == jnp.float32
-    obs, state, reward, terminated, truncated, info = env.step(jax.random.PRNGKey(1), state, 0)
-    assert info["final_observation"].shape == (400,)
-    assert terminated.dtype == jnp.bool_ and truncated.dtype == jnp.bool_

@@ -5,12 +5,12 @@ from __future__ import annotations
 from purejaxppo.config import ACTION_KIND_FIELDS, ConfigError, PPOConfig
 from purejaxppo.envs.base import ActionSpace, Env
 from purejaxppo.envs.gymnax import GymnaxEnv, env_names
-from purejaxppo.envs.wrappers import EpisodeStats
+from purejaxppo.envs.wrappers import AutoReset, EpisodeStats
 
 
-def make_env(cfg: PPOConfig) -> EpisodeStats:
-    """The configured environment with episode statistics (raises ConfigError)."""
-    return EpisodeStats(GymnaxEnv(cfg.env, cfg.env_params))
+def make_env(cfg: PPOConfig) -> AutoReset:
+    """The configured environment, auto-resetting, with episode statistics (raises ConfigError)."""
+    return AutoReset(EpisodeStats(GymnaxEnv(cfg.env, cfg.env_params)))
 
 
 def check_env_config(cfg: PPOConfig) -> None:
@@ -23,5 +23,5 @@ def check_env_config(cfg: PPOConfig) -> None:
                               f"{env.action_space.kind} actions")
 
 
-__all__ = ["ActionSpace", "Env", "EpisodeStats", "GymnaxEnv", "env_names", "make_env",
+__all__ = ["ActionSpace", "AutoReset", "Env", "EpisodeStats", "GymnaxEnv", "env_names", "make_env",
            "check_env_config"]

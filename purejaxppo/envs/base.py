@@ -5,9 +5,10 @@
 
 for a single environment (the learner vmaps it). `obs` is a flat float32 vector;
 `terminated` (a true end: no bootstrap) and `truncated` (a time limit: bootstrap) are
-booleans and both may be true; after either the returned `obs` and `state` already
-belong to a fresh episode and `info["final_observation"]` holds the observation the
-episode ended on. Keys are raw `jax.random.PRNGKey` arrays.
+booleans and both may be true. An adapter's `step` is the raw transition: it does not
+reset. One wrapper, `wrappers.AutoReset`, starts new episodes for every adapter and
+reports the observation an episode ended on as `info["final_observation"]`.
+Keys are raw `jax.random.PRNGKey` arrays.
 """
 
 from __future__ import annotations

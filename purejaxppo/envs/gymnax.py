@@ -41,7 +41,12 @@ def _with_params(name, default_params, overrides):
 
 
 class GymnaxEnv:
-    """A gymnax environment with flat float32 observations and bool done flags."""
+    """A gymnax environment with flat float32 observations and bool done flags.
+
+    `step` is the raw transition: it does not reset (gymnax's own `step` computes a
+    reset on every step and selects it on done; `AutoReset` does that once per
+    rollout, batched, instead).
+    """
 
     def __init__(self, name: str, env_params: dict | None = None):
         from gymnax.environments import spaces
@@ -69,7 +74,8 @@ class GymnaxEnv:
         return self._flat(obs), state
 
     def step(self, key, state, action):
-        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, self._params)
-        info = {"final_observation": self._flat(info["final_observation"])}
+        """One transition, without gymnax's built-in auto-reset (see `AutoReset`)."""
+        obs, state, reward, terminated, _ = self._env.step_env(key, state, action, self._params)
+        truncated = self._env.is_truncated(state, self._params)
         return (self._flat(obs), state, jnp.asarray(reward, jnp.float32),
-                jnp.asarray(terminated, jnp.bool_), jnp.asarray(truncated, jnp.bool_), info)
+                jnp.asarray(terminated, jnp.bool_), jnp.asarray(truncated, jnp.bool_), {})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from flax import struct
 
@@ -14,10 +15,12 @@ class EpisodeStatsState:
 
 
 class EpisodeStats:
-    """Tracks each episode's undiscounted return and length.
+    """Accumulates each episode's undiscounted return and length.
 
-    On the step that ends an episode (terminated or truncated) `info` carries
-    `episode_done=True` with that episode's `episode_return` and `episode_length`.
+    On every step `info` carries `episode_done` (terminated or truncated) and the running
+    `episode_return` / `episode_length` including this step: on the step that ends an
+    episode, that episode's totals. Counters restart when `AutoReset` swaps in a fresh
+    state from `reset`.
     """
 
     def __init__(self, env):
@@ -31,9 +34,38 @@ class EpisodeStats:
 
     def step(self, key, state, action):
         obs, env_state, reward, terminated, truncated, info = self.env.step(key, state.env_state, action)
-        done = terminated | truncated
         ret = state.episode_return + reward
         length = state.episode_length + 1
-        info = {**info, "episode_done": done, "episode_return": ret, "episode_length": length}
-        state = EpisodeStatsState(env_state, jnp.where(done, 0.0, ret), jnp.where(done, 0, length))
+        info = {**info, "episode_done": terminated | truncated, "episode_return": ret, "episode_length": length}
+        return obs, EpisodeStatsState(env_state, ret, length), reward, terminated, truncated, info
+
+
+class AutoReset:
+    """Starts a new episode after every terminated or truncated step.
+
+    `step(key, state, action, reset=None)`: when the step ends an episode, the returned
+    obs and state are `reset` = (obs, state) from `env.reset` (computed from the key
+    when not given), and `info["final_observation"]` holds the observation the episode
+    ended on (always the observation the step led to). Passing `reset` lets the rollout
+    compute all resets of a rollout in one batched call instead of one per step.
+    """
+
+    def __init__(self, env):
+        self.env = env
+        self.obs_size = env.obs_size
+        self.action_space = env.action_space
+
+    def reset(self, key):
+        return self.env.reset(key)
+
+    def step(self, key, state, action, reset=None):
+        if reset is None:
+            key, reset_key = jax.random.split(key)
+            reset = self.env.reset(reset_key)
+        obs, state, reward, terminated, truncated, info = self.env.step(key, state, action)
+        done = terminated | truncated
+        reset_obs, reset_state = reset
+        info = {**info, "final_observation": obs}
+        obs = jnp.where(done, reset_obs, obs)
+        state = jax.tree.map(lambda r, s: jnp.where(done, r, s), reset_state, state)
         return obs, state, reward, terminated, truncated, info
