@@ -52,6 +52,7 @@ def train_command(args) -> int:
     from rich.table import Table
 
     from purejaxppo import report
+    from purejaxppo.parallel import ShardedRuns
     from purejaxppo.train import make_train
 
     console = Console()
@@ -63,12 +64,11 @@ def train_command(args) -> int:
         task = bar.add_task("compiling", total=cfg.num_updates)
         train = make_train(cfg, progress=lambda done: bar.update(task, completed=int(done)))
         keys = jax.numpy.stack([jax.random.PRNGKey(s) for s in seeds])
+        runs = ShardedRuns(train, keys)
+        compile_seconds = runs.compile_seconds
+        bar.update(task, description=f"training on {runs.num_devices} device(s)")
         start = time.perf_counter()
-        compiled = jax.jit(jax.vmap(train)).lower(keys).compile()
-        compile_seconds = time.perf_counter() - start
-        bar.update(task, description="training")
-        start = time.perf_counter()
-        out = jax.block_until_ready(compiled(keys))
+        out = jax.block_until_ready(runs())
         run_seconds = time.perf_counter() - start
     metrics = jax.tree.map(np.asarray, out.metrics)
     summary = report.summarize(metrics, steps_per_run=cfg.num_updates * cfg.batch_size,
@@ -86,6 +86,9 @@ def train_command(args) -> int:
 
 
 def main(argv=None) -> int:
+    from purejaxppo.parallel import use_all_cpu_cores
+
+    use_all_cpu_cores()  # seeds spread over the cores; before JAX starts its backend
     args = _parser().parse_args(argv)
     try:
         return train_command(args)
