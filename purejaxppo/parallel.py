@@ -38,27 +38,38 @@ def _pad(tree, size: int):
 
 
 class ShardedRuns:
-    """`jax.jit(jax.vmap(fn))` over args whose leaves have a leading run axis, sharded.
+    """`fn` over args whose leaves have a leading run axis, as one program over all devices.
 
         runs = ShardedRuns(train, keys, hparams)   # compiles (timed in .compile_seconds)
-        out = runs()                               # executes; leading axis = len(keys)
+        out = runs()                               # executes; leading axis = number of runs
+
+    Runs are laid out as [devices, runs per device]; the device axis is sharded and each
+    device vmaps its runs, or, with `chunk=N`, runs them N at a time
+    (`jax.lax.map(..., batch_size=N)`) to bound memory: same numbers either way.
     """
 
-    def __init__(self, fn, *args, devices=None):
+    def __init__(self, fn, *args, devices=None, chunk: int | None = None):
         devices = list(devices if devices is not None else jax.devices())
         self.num_runs = int(jax.tree.leaves(args)[0].shape[0])
         # no more devices than runs: a lone run is not copied onto every device
         devices = devices[: min(len(devices), self.num_runs)]
         self.num_devices = len(devices)
         self.padded_runs = padded = -(-self.num_runs // self.num_devices) * self.num_devices
+        per_device = padded // self.num_devices
+
+        def on_device(*device_args):
+            if chunk is None or chunk >= per_device:
+                return jax.vmap(fn)(*device_args)
+            return jax.lax.map(lambda a: fn(*a), device_args, batch_size=chunk)
+
         sharding = NamedSharding(Mesh(np.array(devices), ("runs",)), PartitionSpec("runs"))
-        self._args = jax.device_put(_pad(args, padded), sharding)
+        laid_out = jax.tree.map(lambda x: x.reshape(self.num_devices, per_device, *x.shape[1:]),
+                                _pad(args, padded))
+        self._args = jax.device_put(laid_out, sharding)
         start = time.perf_counter()
-        self._compiled = jax.jit(jax.vmap(fn)).lower(*self._args).compile()
+        self._compiled = jax.jit(jax.vmap(on_device)).lower(*self._args).compile()
         self.compile_seconds = time.perf_counter() - start
 
     def __call__(self):
         out = self._compiled(*self._args)
-        if self.padded_runs == self.num_runs:
-            return out
-        return jax.tree.map(lambda x: x[: self.num_runs], out)
+        return jax.tree.map(lambda x: x.reshape(self.padded_runs, *x.shape[2:])[: self.num_runs], out)
