@@ -20,17 +20,28 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config key (repeatable), e.g. --set lr=3e-4")
     train.add_argument("--out", help="run folder (default runs/<env>-<time>); must not hold files")
+    sweep = sub.add_parser("sweep", help="seeds x hyperparameter grid, one compile per static group")
+    sweep.add_argument("spec", help="sweep YAML: a config plus a sweep: section, e.g. configs/sweeps/clip_epochs.yaml")
+    sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                       help="add or replace a grid axis (repeatable), e.g. --grid clip_eps=0.1,0.2")
+    sweep.add_argument("--seeds", type=int, help="seeds per grid point (overrides the file)")
+    sweep.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    sweep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a base config key (repeatable)")
+    sweep.add_argument("--max-parallel", type=int, metavar="N",
+                       help="at most N runs in flight per device (chunks; same numbers)")
+    sweep.add_argument("--out", help="sweep folder (default runs/sweep-<env>-<time>); must not hold files")
     return parser
 
 
-def _run_folder(out: str | None, env: str) -> Path:
+def _run_folder(out: str | None, stem_name: str) -> Path:
     if out is not None:
         folder = Path(out)
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             raise ConfigError("--out", out, "exists and is not an empty folder; "
                               "choose another so no earlier results are overwritten")
         return folder
-    stem = Path("runs") / f"{env}-{time.strftime('%Y%m%d-%H%M%S')}"
+    stem = Path("runs") / f"{stem_name}-{time.strftime('%Y%m%d-%H%M%S')}"
     folder, n = stem, 1
     while folder.exists():
         n += 1
@@ -43,7 +54,7 @@ def train_command(args) -> int:
     cfg = load_config(args.config, overrides)
     if args.seeds < 1:
         raise ConfigError("--seeds", args.seeds, "must be at least 1")
-    folder = _run_folder(args.out, cfg.env)
+    folder = _run_folder(args.out, cfg.env)  # checked before compiling
 
     import jax
     import numpy as np
@@ -85,13 +96,51 @@ def train_command(args) -> int:
     return 0
 
 
+def sweep_command(args) -> int:
+    from purejaxppo.sweep import load_sweep, parse_grid_option, plan
+
+    overrides = dict(parse_override(item) for item in args.set)
+    grid = dict(parse_grid_option(item) for item in args.grid) or None
+    base, spec = load_sweep(args.spec, overrides, grid=grid, seeds=args.seeds)
+    if args.max_parallel is not None and args.max_parallel < 1:
+        raise ConfigError("--max-parallel", args.max_parallel, "must be at least 1")
+    points, _, groups = plan(base, spec)  # checks every run's config before compiling
+    folder = _run_folder(args.out, f"sweep-{base.env}")
+
+    import jax
+    import numpy as np
+    from rich.console import Console
+
+    from purejaxppo import report
+    from purejaxppo.sweep import sweep, swept_keys
+
+    console = Console()
+    n_runs = len(points) * spec.seeds
+    console.print(f"[bold]{base.env}[/]: {len(points)} point(s) x {spec.seeds} seed(s) = {n_runs} runs, "
+                  f"{len(groups)} compile(s), on {len(jax.devices())} device(s)")
+
+    def on_group(g, n_groups, group, runs):
+        console.print(f"group {g + 1}/{n_groups}: {runs} runs, compiling and running ...")
+
+    result = sweep(base, spec=spec, first_seed=args.seed, max_parallel=args.max_parallel, on_group=on_group)
+    rows = report.sweep_summary(result)
+    report.write_sweep_folder(folder, result, rows)
+    print(report.sweep_markdown(rows, swept_keys(result), spec.threshold), flush=True)
+    steps = sum(result.batch_sizes[k] * len(m["episode_return"]) for k, m in enumerate(result.metrics))
+    console.print(f"{result.compiles} compile(s), {result.compile_seconds:.1f} s; runs {result.run_seconds:.1f} s "
+                  f"({steps / result.run_seconds:,.0f} steps/s over all runs); "
+                  f"diverged runs: {int(np.sum(result.diverged))}")
+    console.print(f"sweep folder: {folder}")
+    return 0
+
+
 def main(argv=None) -> int:
     from purejaxppo.parallel import use_all_cpu_cores
 
     use_all_cpu_cores()  # seeds spread over the cores; before JAX starts its backend
     args = _parser().parse_args(argv)
     try:
-        return train_command(args)
+        return train_command(args) if args.command == "train" else sweep_command(args)
     except ConfigError as error:
         print(f"purejaxppo: error: {error}", file=sys.stderr)
         return 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import json
 import math
 import warnings
@@ -96,8 +97,11 @@ def summary_markdown(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def metric_rows(metrics: Mapping[str, np.ndarray], batch_size: int, seeds: list[int]):
-    """Yield (header, rows): one row per seed per update, per-epoch metrics as name_e1..E."""
+def metric_rows(metrics: Mapping[str, np.ndarray], batch_size: int, labels: list[dict]):
+    """(header, rows): one row per run per update, per-epoch metrics as name_e1..E.
+
+    `metrics` has a leading run axis; `labels[r]` are run r's leading columns (seed, ...).
+    """
     m = {k: np.asarray(v) for k, v in metrics.items()}
     num_updates = m["episode_return"].shape[1]
     columns: list[tuple[str, np.ndarray]] = []
@@ -110,11 +114,11 @@ def metric_rows(metrics: Mapping[str, np.ndarray], batch_size: int, seeds: list[
             columns += [(f"{name}_e{e + 1}", value[..., e]) for e in range(value.shape[-1])]
         else:
             columns.append((name, value))
-    header = ["seed", "update", "env_steps"] + [c for c, _ in columns]
+    header = [*labels[0], "update", "env_steps"] + [c for c, _ in columns]
     rows = []
-    for s, seed in enumerate(seeds):
+    for r, label in enumerate(labels):
         for u in range(num_updates):
-            rows.append([seed, u + 1, (u + 1) * batch_size] + [_cell(v[s, u]) for _, v in columns])
+            rows.append([*label.values(), u + 1, (u + 1) * batch_size] + [_cell(v[r, u]) for _, v in columns])
     return header, rows
 
 
@@ -156,7 +160,7 @@ def write_run_folder(folder: Path, config: Mapping[str, Any], metrics: Mapping[s
     """config.yaml, metrics.csv, summary.json, summary.md, learning_curve.png."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.yaml").write_text(yaml.safe_dump(dict(config), sort_keys=False))
-    header, rows = metric_rows(metrics, batch_size, seeds)
+    header, rows = metric_rows(metrics, batch_size, [{"seed": s} for s in seeds])
     with open(folder / "metrics.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(header)
@@ -164,3 +168,137 @@ def write_run_folder(folder: Path, config: Mapping[str, Any], metrics: Mapping[s
     (folder / "summary.json").write_text(json.dumps({**summary, "seed_values": seeds}, indent=2))
     (folder / "summary.md").write_text(summary_markdown(summary))
     plot_learning_curve(folder / "learning_curve.png", metrics, batch_size, str(config.get("env", "")))
+
+
+# --------------------------------------------------------------------------------------
+# Sweeps
+# --------------------------------------------------------------------------------------
+def interquartile_mean(values) -> tuple[float, float, float]:
+    """IQM (25% trimmed mean) and a 95% percentile-bootstrap confidence interval (scipy)."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=np.float64)
+    iqm = float(stats.trim_mean(x, 0.25))
+    if x.size < 2 or np.all(x == x[0]):
+        return iqm, iqm, iqm
+    ci = stats.bootstrap((x,), lambda s, axis=-1: stats.trim_mean(s, 0.25, axis=axis),
+                         n_resamples=2000, confidence_level=0.95, method="percentile",
+                         random_state=np.random.default_rng(0)).confidence_interval
+    return iqm, float(ci.low), float(ci.high)
+
+
+def probability_of_improvement(x, y) -> float:
+    """P(a random run of x beats a random run of y); ties count half (Mann-Whitney U / n·m)."""
+    from scipy import stats
+
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if x.size == 0 or y.size == 0:
+        return math.nan
+    return float(stats.mannwhitneyu(x, y, alternative="two-sided").statistic / (x.size * y.size))
+
+
+def sweep_summary(result) -> list[dict[str, Any]]:
+    """One row per grid point: mean ± s.e. over the seeds that did not diverge, and more."""
+    rows = []
+    finals: list[np.ndarray] = []
+    for i, point in enumerate(result.points):
+        members = [k for k, run in enumerate(result.runs) if run["point"] == i]
+        ok = [k for k in members if not result.diverged[k]]
+        with _quiet_nan_warnings():
+            final = np.array([result.metrics[k]["episode_return"][-1] for k in ok], np.float64)
+            kl = np.array([np.nanmean(result.metrics[k]["kl_k3"]) for k in ok], np.float64)
+            kl_worst = max((float(np.nanmax(np.nanmean(result.metrics[k]["kl_k3"], axis=1))) for k in ok),
+                           default=math.nan)
+            clip_last = np.array([np.nanmean(last_epoch_values(result.metrics[k]["clip_fraction"],
+                                                               result.metrics[k]["epochs_run"])) for k in ok])
+            clip_by_epoch = (np.nanmean(np.stack([result.metrics[k]["clip_fraction"] for k in ok]), axis=(0, 1))
+                             if ok else np.array([]))
+        row = {**point, "seeds": len(members), "diverged": len(members) - len(ok)}
+        for name, values in (("train_return", final), ("mean_kl", kl), ("clip_fraction_last_epoch", clip_last)):
+            row[name], row[name + "_se"] = mean_se(values)
+        row["max_kl_worst_seed"] = kl_worst
+        row["iqm_return"], row["iqm_ci_low"], row["iqm_ci_high"] = (
+            interquartile_mean(final) if final.size else (math.nan,) * 3)
+        row["clip_fraction_by_epoch"] = [float(v) for v in clip_by_epoch]
+        if result.spec.threshold is not None:
+            row["seeds_at_threshold"] = int(np.sum(final >= result.spec.threshold))
+        rows.append(row)
+        finals.append(final)
+    means = [row["train_return"] for row in rows]
+    if any(np.isfinite(means)):
+        best = int(np.nanargmax(means))
+        for row, final in zip(rows, finals):
+            diff = rows[best]["train_return"] - row["train_return"]
+            se_diff = math.hypot(_zero_if_nan(rows[best]["train_return_se"]), _zero_if_nan(row["train_return_se"]))
+            row["best"] = row is rows[best]
+            row["indistinguishable_from_best"] = bool(diff <= 2 * se_diff)
+            row["p_beats_best"] = probability_of_improvement(final, finals[best])
+    return rows
+
+
+def _zero_if_nan(x: float) -> float:
+    return 0.0 if math.isnan(x) else x
+
+
+def sweep_markdown(rows: list[dict], swept: list[str], threshold=None) -> str:
+    head = [*swept, "seeds (diverged)", "train return ± s.e.", "IQM [95% CI]", "mean KL ± s.e.",
+            "max KL (worst seed)", "clip fraction, last epoch", "P(beats best)", "≈ best"]
+    if threshold is not None:
+        head.append(f"seeds ≥ {threshold:g}")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [f"{row[k]:g}" if isinstance(row[k], float) else str(row[k]) for k in swept]
+        cells += [f"{row['seeds']} ({row['diverged']})",
+                  format_mean_se(row["train_return"], row["train_return_se"]),
+                  f"{row['iqm_return']:.3g} [{row['iqm_ci_low']:.3g}, {row['iqm_ci_high']:.3g}]",
+                  format_mean_se(row["mean_kl"], row["mean_kl_se"]),
+                  f"{row['max_kl_worst_seed']:.3g}",
+                  format_mean_se(row["clip_fraction_last_epoch"], row["clip_fraction_last_epoch_se"]),
+                  f"{row.get('p_beats_best', math.nan):.2f}",
+                  ("best" if row.get("best") else "yes" if row.get("indistinguishable_from_best") else "no")]
+        if threshold is not None:
+            cells.append(f"{row['seeds_at_threshold']}/{row['seeds'] - row['diverged']}")
+        lines.append("| " + " | ".join(cells) + " |")
+    note = ("\n≈ best: the difference to the best point's mean is within 2 standard errors of the "
+            "difference (so five seeds do not separate them). Diverged runs (NaN/Inf in losses or "
+            "parameters) are left out of every number and counted in brackets.\n")
+    return "\n".join(lines) + "\n" + note
+
+
+def write_sweep_folder(folder: Path, result, rows: list[dict]) -> None:
+    """metrics.csv (a row per run per update), summary.md / summary.csv (a row per point),
+    sweep.yaml (base config and spec)."""
+    from purejaxppo.sweep import swept_keys
+
+    folder.mkdir(parents=True, exist_ok=True)
+    swept = swept_keys(result)
+    spec = dataclasses.asdict(result.spec)
+    (folder / "sweep.yaml").write_text(yaml.safe_dump(
+        {**result.base.to_dict(), "sweep": {k: (dict(v) if isinstance(v, Mapping) else v)
+                                            for k, v in spec.items()}}, sort_keys=False))
+    # static groups may scan different numbers of epochs: pad per-epoch columns with NaN
+    max_epochs = max(m["clip_fraction"].shape[-1] for m in result.metrics)
+
+    def padded(name, value):
+        if value.ndim != 2 or name == "clip_cases":
+            return value
+        return np.pad(value, ((0, 0), (0, max_epochs - value.shape[1])), constant_values=np.nan)
+
+    with open(folder / "metrics.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        for k, run in enumerate(result.runs):
+            label = {"point": run["point"], **{key: run.get(key, "") for key in swept},
+                     "seed": run["seed"], "diverged": int(result.diverged[k])}
+            header, rows_k = metric_rows({n: padded(n, v)[None] for n, v in result.metrics[k].items()},
+                                         result.batch_sizes[k], [label])
+            if k == 0:
+                writer.writerow(header)
+            writer.writerows(rows_k)
+    (folder / "summary.md").write_text(sweep_markdown(rows, swept, result.spec.threshold))
+    columns = list(rows[0])
+    with open(folder / "summary.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow([";".join(f"{v:.4g}" for v in row[c]) if isinstance(row.get(c), list)
+                             else row.get(c, "") for c in columns])

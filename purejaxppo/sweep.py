@@ -1,0 +1,274 @@
+"""Sweeps: seeds × hyperparameter grids (and random search) as one program per static group.
+
+A sweep file is an ordinary config (flat `PPOConfig` keys) plus a `sweep:` section:
+
+    sweep:
+      grid: {clip_eps: [0.05, 0.1, 0.2, 0.4], update_epochs: [1, 5, 10]}
+      seeds: 5
+      random:                       # optional: `trials` random points, each x every grid point
+        trials: 4
+        lr: {loguniform: [1.0e-4, 1.0e-3]}
+        ent_coef: {uniform: [0.0, 0.02]}
+        activation: {choice: [tanh, relu]}
+      random_seed: 0                # for drawing the random points (default 0)
+      threshold: 475                # optional: count seeds whose final return reaches it
+
+Every run's config is checked before anything compiles. Runs whose static fields
+(network, env, batch shape, ...) agree form a group: one compile per group, its runs
+(points × seeds) flattened to one run axis and sharded over every device. When
+`update_epochs` varies inside a group, the group's `max_epochs` is the largest value
+and the masked epochs change nothing, so the results equal separately compiled runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import yaml
+
+from purejaxppo.config import (STATIC_FIELDS, ConfigError, HParams, PPOConfig, _FIELDS, make_config,
+                               parse_override)
+
+DISTRIBUTIONS = ("uniform", "loguniform", "choice")
+SWEEP_KEYS = ("grid", "seeds", "random", "random_seed", "threshold")
+# what may be swept: any config field but the environment's identity
+SWEEPABLE = tuple(name for name in _FIELDS if name != "env")
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepSpec:
+    grid: Mapping[str, list]
+    seeds: int = 1
+    random: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    random_seed: int = 0
+    threshold: float | None = None
+
+
+def _check_key(key: str, where: str) -> None:
+    if key not in _FIELDS:
+        raise ConfigError(f"{where}.{key}", None, "not a config key, so it cannot be swept")
+    if key not in SWEEPABLE:
+        raise ConfigError(f"{where}.{key}", None, "cannot be swept (one sweep is one environment)")
+
+
+def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None) -> SweepSpec:
+    """Check a `sweep:` section (and CLI/API additions) and return the spec."""
+    section = dict(section or {})
+    for key in section:
+        if key not in SWEEP_KEYS:
+            raise ConfigError(f"sweep.{key}", section[key], f"unknown; sweep keys are {', '.join(SWEEP_KEYS)}")
+    full_grid = dict(section.get("grid") or {})
+    full_grid.update(grid or {})
+    for key, values in full_grid.items():
+        _check_key(key, "grid")
+        if not isinstance(values, (list, tuple)) or not values:
+            raise ConfigError(f"grid.{key}", values, "must be a non-empty list of values")
+    n_seeds = section.get("seeds", 1) if seeds is None else seeds
+    if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or n_seeds < 1:
+        raise ConfigError("seeds", n_seeds, "must be an integer of at least 1")
+    random = dict(section.get("random") or {})
+    trials = random.pop("trials", None)
+    if random or trials is not None:
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+            raise ConfigError("random.trials", trials, "must be an integer of at least 1")
+        if not random:
+            raise ConfigError("random", None, "names no key to draw")
+        for key, dist in random.items():
+            _check_key(key, "random")
+            if key in full_grid:
+                raise ConfigError(f"random.{key}", dist, "is also in the grid; sweep it one way")
+            if not isinstance(dist, Mapping) or len(dist) != 1 or next(iter(dist)) not in DISTRIBUTIONS:
+                raise ConfigError(f"random.{key}", dist, f"must be one of {{{', '.join(DISTRIBUTIONS)}: ...}}")
+            kind, args = next(iter(dist.items()))
+            if kind == "choice":
+                if not isinstance(args, (list, tuple)) or not args:
+                    raise ConfigError(f"random.{key}", dist, "choice needs a non-empty list")
+            else:
+                if (not isinstance(args, (list, tuple)) or len(args) != 2
+                        or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args)
+                        or not args[0] < args[1] or (kind == "loguniform" and args[0] <= 0)):
+                    raise ConfigError(f"random.{key}", dist,
+                                      f"{kind} needs [low, high] with low < high" +
+                                      (" and low > 0" if kind == "loguniform" else ""))
+        random["trials"] = trials
+    # seeds alone are a valid (one-point) sweep; an explicitly empty grid is not
+    if not full_grid and (("grid" in section and not section["grid"]) or (grid is not None and not grid)):
+        raise ConfigError("grid", {}, "is empty: give at least one key with a list of values")
+    threshold = section.get("threshold")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
+        raise ConfigError("threshold", threshold, "must be a number")
+    random_seed = section.get("random_seed", 0)
+    return SweepSpec(full_grid, n_seeds, random, random_seed, threshold)
+
+
+def load_sweep(path: str | Path, overrides: Mapping[str, Any] | None = None, *, grid=None,
+               seeds=None) -> tuple[PPOConfig, SweepSpec]:
+    """A sweep file -> (base config, spec); `grid` adds or replaces axes, `seeds` replaces
+    the file's. The base is checked like any config."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("sweep file", str(path), "file not found")
+    loaded = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(loaded, dict):
+        raise ConfigError("sweep file", str(path), "must be a YAML mapping")
+    section = loaded.pop("sweep", None)
+    if section is None:
+        raise ConfigError("sweep", None, f"{path} has no sweep: section")
+    values = {**loaded, **(overrides or {})}
+    if not isinstance(section, Mapping):
+        raise ConfigError("sweep", section, "must be a mapping (grid:, seeds:, ...)")
+    return make_config(values, where=str(path)), make_spec(section, grid=grid, seeds=seeds)
+
+
+def parse_grid_option(text: str) -> tuple[str, list]:
+    """`key=v1,v2,...` from the command line; each value read as YAML."""
+    key, raw = parse_override(text)
+    if isinstance(raw, str):
+        values = [parse_override(f"{key}={item}")[1] for item in raw.split(",")]
+    elif isinstance(raw, list):
+        values = raw
+    else:
+        values = [raw]
+    return key, values
+
+
+def _draw(spec: SweepSpec) -> list[dict]:
+    if not spec.random:
+        return [{}]
+    rng = np.random.default_rng(spec.random_seed)
+    points = []
+    for _ in range(spec.random["trials"]):
+        point = {}
+        for key, dist in spec.random.items():
+            if key == "trials":
+                continue
+            kind, args = next(iter(dist.items()))
+            if kind == "choice":
+                point[key] = args[int(rng.integers(len(args)))]
+            elif kind == "uniform":
+                point[key] = float(rng.uniform(*args))
+            else:
+                point[key] = float(math.exp(rng.uniform(math.log(args[0]), math.log(args[1]))))
+            if isinstance(point[key], np.generic):
+                point[key] = point[key].item()
+        points.append(point)
+    return points
+
+
+def expand(spec: SweepSpec) -> list[dict]:
+    """The swept points: grid product × random trials (each a dict of overridden keys)."""
+    keys = list(spec.grid)
+    grid_points = [dict(zip(keys, combo)) for combo in itertools.product(*(spec.grid[k] for k in keys))]
+    return [{**g, **r} for g in grid_points for r in _draw(spec)]
+
+
+@dataclasses.dataclass
+class Group:
+    """Runs sharing one compiled program."""
+
+    config: PPOConfig
+    point_indices: list[int]
+
+
+def plan(base: PPOConfig, spec: SweepSpec) -> tuple[list[dict], list[PPOConfig], list[Group]]:
+    """Points, each point's checked config, and the static groups (nothing compiled)."""
+    points = expand(spec)
+    base_values = base.to_dict()
+    configs = []
+    for point in points:
+        try:
+            configs.append(make_config({**base_values, **point}))
+        except ConfigError as error:
+            raise ConfigError(error.field, error.value, f"{error.rule} (in sweep point {point})") from None
+    groups: dict[tuple, Group] = {}
+    for i, cfg in enumerate(configs):
+        key = tuple((f, repr(getattr(cfg, f))) for f in STATIC_FIELDS if f != "max_epochs")
+        groups.setdefault(key, Group(cfg, [])).point_indices.append(i)
+    out = []
+    for group in groups.values():
+        epochs = max(configs[i].epochs_scan for i in group.point_indices)
+        if base.max_epochs is None:
+            group.config = dataclasses.replace(group.config, max_epochs=epochs)
+        out.append(group)
+    return points, configs, out
+
+
+@dataclasses.dataclass
+class SweepResult:
+    points: list[dict]                 # swept values of each point
+    runs: list[dict]                   # per run: {"point": i, "seed": s, **swept values}
+    metrics: list[dict]                # per run: metric name -> [num_updates, ...] numpy array
+    batch_sizes: list[int]             # per run: env steps per update
+    diverged: np.ndarray               # [runs] NaN or Inf in the losses or final parameters
+    compiles: int
+    compile_seconds: float
+    run_seconds: float
+    spec: SweepSpec
+    base: PPOConfig
+
+
+def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | None = None, *,
+          spec: SweepSpec | None = None, first_seed: int = 0, max_parallel: int | None = None,
+          on_group: Callable[[int, int, Group, int], None] | None = None) -> SweepResult:
+    """Run every point × seed; one compile per static group. Seed s of every point uses
+    `jax.random.PRNGKey(first_seed + s)`, so run k equals `make_train(point config)` with
+    that key. `max_parallel` bounds the runs in flight per device (chunks, same numbers)."""
+    import jax
+    import jax.numpy as jnp
+
+    from purejaxppo.parallel import ShardedRuns
+    from purejaxppo.train import make_train
+
+    if spec is None:
+        spec = make_spec(grid=grid, seeds=seeds)
+    elif grid is not None or seeds is not None:
+        raise TypeError("give either spec or grid/seeds (make_spec merges a section with them)")
+    if max_parallel is not None and (isinstance(max_parallel, bool) or not isinstance(max_parallel, int)
+                                     or max_parallel < 1):
+        raise ConfigError("max_parallel", max_parallel, "must be an integer of at least 1")
+    points, configs, groups = plan(cfg, spec)
+    n_runs = len(points) * spec.seeds
+    runs: list[dict | None] = [None] * n_runs
+    metrics: list[dict | None] = [None] * n_runs
+    batch_sizes = [0] * n_runs
+    diverged = np.zeros(n_runs, bool)
+    compile_seconds = run_seconds = 0.0
+    seed_keys = [jax.random.PRNGKey(first_seed + s) for s in range(spec.seeds)]
+    for g, group in enumerate(groups):
+        order = [(i, s) for i in group.point_indices for s in range(spec.seeds)]
+        if on_group is not None:
+            on_group(g, len(groups), group, len(order))
+        keys = jnp.stack([seed_keys[s] for _, s in order])
+        hps = [HParams.from_config(configs[i]) for i, _ in order]
+        hparams = jax.tree.map(lambda *xs: jnp.stack(xs), *hps)
+        sharded = ShardedRuns(make_train(group.config), keys, hparams, chunk=max_parallel)
+        compile_seconds += sharded.compile_seconds
+        start = time.perf_counter()
+        out = jax.block_until_ready(sharded())
+        run_seconds += time.perf_counter() - start
+        group_metrics = jax.tree.map(np.asarray, out.metrics)
+        finite_params = np.asarray(jax.vmap(
+            lambda p: jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(p)])))(
+                out.runner_state.params))
+        finite_loss = np.all(np.isfinite(group_metrics["total_loss"]), axis=1)
+        for j, (i, s) in enumerate(order):
+            k = i * spec.seeds + s
+            runs[k] = {"point": i, "seed": first_seed + s, **points[i]}
+            metrics[k] = {name: v[j] for name, v in group_metrics.items()}
+            batch_sizes[k] = group.config.batch_size
+            diverged[k] = not (finite_params[j] and finite_loss[j])
+    return SweepResult(points, runs, metrics, batch_sizes, diverged, len(groups), compile_seconds,
+                       run_seconds, spec, cfg)
+
+
+def swept_keys(result: SweepResult) -> list[str]:
+    keys: list[str] = []
+    for point in result.points:
+        keys += [k for k in point if k not in keys]
+    return keys

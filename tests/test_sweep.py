@@ -1,0 +1,141 @@
+import chex
+import jax
+import numpy as np
+import pytest
+
+import purejaxppo as ppo
+from purejaxppo.cli import main
+from purejaxppo.config import ConfigError
+from purejaxppo.sweep import load_sweep, make_spec, plan, sweep
+
+BASE = dict(num_envs=4, num_steps=16, num_minibatches=2, total_timesteps=4 * 16 * 3)
+
+
+def single(cfg_values, seed):
+    cfg = ppo.make_config(cfg_values)
+    return jax.jit(ppo.make_train(cfg))(jax.random.PRNGKey(seed))
+
+
+@pytest.fixture(scope="module")
+def study():
+    """The clip x epochs study file on a tiny budget: 4 clip ranges x 2 epoch counts x 2 seeds."""
+    base, spec = load_sweep("configs/sweeps/clip_epochs.yaml", {"total_timesteps": 8 * 128 * 3},
+                            grid={"update_epochs": [1, 3]}, seeds=2)
+    return base, spec, sweep(base, spec=spec, first_seed=4)
+
+
+def test_sweep_run_equals_single_run(study):
+    base, spec, result = study
+    assert result.compiles == 1 and len(result.runs) == 16
+    for k in (1, 14):  # (clip 0.05, 1 epoch, seed 5) and (clip 0.4, 3 epochs, seed 4)
+        run = result.runs[k]
+        values = {**base.to_dict(), "clip_eps": run["clip_eps"], "update_epochs": run["update_epochs"]}
+        values["max_epochs"] = None
+        one = single(values, run["seed"])
+        for name in ("episode_return", "total_loss", "epochs_run"):
+            np.testing.assert_allclose(result.metrics[k][name], one.metrics[name], rtol=2e-5, atol=1e-6)
+        ep = run["update_epochs"]
+        np.testing.assert_allclose(result.metrics[k]["kl_k3"][:, :ep], one.metrics["kl_k3"], rtol=2e-4, atol=1e-9)
+
+
+def test_chunked_equals_unchunked(study):
+    base, spec, result = study
+    chunked = sweep(base, spec=spec, first_seed=4, max_parallel=3)
+    for a, b in zip(result.metrics, chunked.metrics):
+        chex.assert_trees_all_close(a, b, rtol=1e-5, atol=1e-6)  # float rounding of batched reductions
+
+
+def test_clip_epochs_study_single_full_batch_epoch_never_clips(study):
+    base, spec, result = study
+    assert spec.grid["clip_eps"] == [0.05, 0.1, 0.2, 0.4] and base.num_minibatches == 1
+    one_epoch = [k for k, run in enumerate(result.runs) if run["update_epochs"] == 1]
+    assert len(one_epoch) == 8
+    for k in one_epoch:
+        assert np.all(result.metrics[k]["clip_fraction"][:, 0] == 0.0)
+        assert np.all(np.isnan(result.metrics[k]["clip_fraction"][:, 1:]))  # masked epochs
+    # identical across clip ranges, seed by seed
+    for seed in (4, 5):
+        same = [k for k in one_epoch if result.runs[k]["seed"] == seed]
+        for k in same[1:]:
+            chex.assert_trees_all_equal(result.metrics[k]["episode_return"], result.metrics[same[0]]["episode_return"])
+            chex.assert_trees_all_equal(result.metrics[k]["total_loss"], result.metrics[same[0]]["total_loss"])
+
+
+def test_diverging_run_is_flagged_and_leaves_neighbours_alone():
+    base = ppo.make_config(BASE)
+    result = sweep(base, grid={"lr": [2.5e-4, 1e30]}, seeds=1)
+    assert result.diverged.tolist() == [False, True]
+    one = single({**BASE, "lr": 2.5e-4}, 0)
+    np.testing.assert_allclose(result.metrics[0]["episode_return"], one.metrics["episode_return"], rtol=2e-5)
+    from purejaxppo import report
+
+    rows = report.sweep_summary(result)
+    assert rows[1]["diverged"] == 1 and np.isnan(rows[1]["train_return"])
+    assert rows[0]["diverged"] == 0 and np.isfinite(rows[0]["train_return"])
+
+
+def test_static_fields_form_groups():
+    base = ppo.make_config(BASE)
+    points, configs, groups = plan(base, make_spec(grid={"num_envs": [2, 4], "update_epochs": [1, 2]}))
+    assert len(points) == 4 and len(groups) == 2
+    assert all(g.config.max_epochs == 2 for g in groups)
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    (dict(grid={"clip_epsilon": [0.1]}), "grid.clip_epsilon"),
+    (dict(grid={"env": ["Acrobot-v1"]}), "grid.env"),
+    (dict(grid={"clip_eps": []}), "grid.clip_eps"),
+    (dict(grid={"clip_eps": 0.1}), "grid.clip_eps"),
+    (dict(grid={}), "grid"),
+    (dict(grid={"clip_eps": [0.1]}, seeds=0), "seeds"),
+])
+def test_bad_sweep_specs(kwargs, field):
+    with pytest.raises(ConfigError) as info:
+        make_spec(**kwargs)
+    assert info.value.field == field
+
+
+def test_bad_values_are_caught_before_compiling():
+    base = ppo.make_config(BASE)
+    with pytest.raises(ConfigError, match="clip_eps.*must be a number.*sweep point"):
+        plan(base, make_spec(grid={"clip_eps": ["wide"]}))
+    with pytest.raises(ConfigError, match="num_minibatches.*must divide"):
+        plan(base, make_spec(grid={"num_minibatches": [2, 3]}))
+    with pytest.raises(ConfigError, match="random.lr"):
+        make_spec({"random": {"trials": 2, "lr": {"loguniform": [0, 1]}}})
+
+
+def test_random_search_draws_reproducible_points():
+    spec = make_spec({"grid": {"clip_eps": [0.1, 0.2]},
+                      "random": {"trials": 3, "lr": {"loguniform": [1e-4, 1e-3]},
+                                 "activation": {"choice": ["tanh", "relu"]}}})
+    from purejaxppo.sweep import expand
+
+    points = expand(spec)
+    assert len(points) == 6 and points == expand(spec)
+    assert all(1e-4 <= p["lr"] <= 1e-3 and p["activation"] in ("tanh", "relu") for p in points)
+
+
+def test_cli_sweep_bad_input_exits_2(capsys):
+    assert main(["sweep", "configs/sweeps/clip_epochs.yaml", "--grid", "clip_epsilon=0.1,0.2"]) == 2
+    assert "clip_epsilon" in capsys.readouterr().err
+    assert main(["sweep", "configs/cartpole.yaml"]) == 2
+    assert "no sweep: section" in capsys.readouterr().err
+
+
+def test_cli_sweep_writes_tables(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    code = main(["sweep", "configs/sweeps/clip_epochs.yaml", "--set", "total_timesteps=2048",
+                 "--grid", "clip_eps=0.1,0.2", "--grid", "update_epochs=1,2", "--seeds", "2", "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "4 point(s) x 2 seed(s) = 8 runs, 1 compile(s)" in printed
+    import csv
+
+    with open(out / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 8 * 2 and {"clip_eps", "update_epochs", "seed", "diverged"} <= set(rows[0])
+    with open(out / "summary.csv") as f:
+        summary = list(csv.DictReader(f))
+    assert len(summary) == 4 and "train_return_se" in summary[0]
+    assert "≈ best" in (out / "summary.md").read_text()
