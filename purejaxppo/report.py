@@ -213,13 +213,18 @@ def sweep_summary(result) -> list[dict[str, Any]]:
                                                                result.metrics[k]["epochs_run"])) for k in ok])
             clip_by_epoch = (np.nanmean(np.stack([result.metrics[k]["clip_fraction"] for k in ok]), axis=(0, 1))
                              if ok else np.array([]))
+        evals = {mode: np.array([np.nanmean(result.evaluation[k][mode]) for k in ok if mode in result.evaluation[k]])
+                 for mode in ("deterministic", "stochastic")}
         row = {**point, "seeds": len(members), "diverged": len(members) - len(ok)}
-        for name, values in (("train_return", final), ("mean_kl", kl), ("clip_fraction_last_epoch", clip_last)):
+        for name, values in (("train_return", final), ("eval_return", evals["deterministic"]),
+                             ("eval_return_stochastic", evals["stochastic"]), ("mean_kl", kl),
+                             ("clip_fraction_last_epoch", clip_last)):
             row[name], row[name + "_se"] = mean_se(values)
         row["max_kl_worst_seed"] = kl_worst
         row["iqm_return"], row["iqm_ci_low"], row["iqm_ci_high"] = (
             interquartile_mean(final) if final.size else (math.nan,) * 3)
         row["clip_fraction_by_epoch"] = [float(v) for v in clip_by_epoch]
+        row["diagnosis"] = diagnose(clip_by_epoch, result.spec.diagnosis)
         if result.spec.threshold is not None:
             row["seeds_at_threshold"] = int(np.sum(final >= result.spec.threshold))
         rows.append(row)
@@ -241,7 +246,8 @@ def _zero_if_nan(x: float) -> float:
 
 
 def sweep_markdown(rows: list[dict], swept: list[str], threshold=None) -> str:
-    head = [*swept, "seeds (diverged)", "train return ± s.e.", "IQM [95% CI]", "mean KL ± s.e.",
+    head = [*swept, "seeds (diverged)", "train return ± s.e.", "IQM [95% CI]", "eval return ± s.e.",
+            "mean KL ± s.e.",
             "max KL (worst seed)", "clip fraction, last epoch", "P(beats best)", "≈ best"]
     if threshold is not None:
         head.append(f"seeds ≥ {threshold:g}")
@@ -251,6 +257,7 @@ def sweep_markdown(rows: list[dict], swept: list[str], threshold=None) -> str:
         cells += [f"{row['seeds']} ({row['diverged']})",
                   format_mean_se(row["train_return"], row["train_return_se"]),
                   f"{row['iqm_return']:.3g} [{row['iqm_ci_low']:.3g}, {row['iqm_ci_high']:.3g}]",
+                  format_mean_se(row["eval_return"], row["eval_return_se"]),
                   format_mean_se(row["mean_kl"], row["mean_kl_se"]),
                   f"{row['max_kl_worst_seed']:.3g}",
                   format_mean_se(row["clip_fraction_last_epoch"], row["clip_fraction_last_epoch_se"]),
@@ -259,10 +266,18 @@ def sweep_markdown(rows: list[dict], swept: list[str], threshold=None) -> str:
         if threshold is not None:
             cells.append(f"{row['seeds_at_threshold']}/{row['seeds'] - row['diverged']}")
         lines.append("| " + " | ".join(cells) + " |")
-    note = ("\n≈ best: the difference to the best point's mean is within 2 standard errors of the "
+    note = ("\ntrain return: mean return of the episodes that ended in the last update; IQM: "
+            "interquartile mean over seeds with a 95% bootstrap interval; eval return: the final "
+            "policy acting greedily on fresh episodes (summary.csv also has the sampled policy's); "
+            "P(beats best): probability that a random seed of this point beats one of the best point."
+            "\n≈ best: the difference to the best point's mean is within 2 standard errors of the "
             "difference (so five seeds do not separate them). Diverged runs (NaN/Inf in losses or "
             "parameters) are left out of every number and counted in brackets.\n")
-    return "\n".join(lines) + "\n" + note
+    diagnoses = ["", "Per-epoch clip fraction, read by the documented rules (thresholds: sweep.diagnosis):"]
+    for row in rows:
+        name = ", ".join(f"{k}={row[k]}" for k in swept) or "base"
+        diagnoses.append(f"- {name}: {row['diagnosis']}")
+    return "\n".join(lines) + "\n" + note + "\n".join(diagnoses) + "\n"
 
 
 def write_sweep_folder(folder: Path, result, rows: list[dict]) -> None:
@@ -295,6 +310,7 @@ def write_sweep_folder(folder: Path, result, rows: list[dict]) -> None:
                 writer.writerow(header)
             writer.writerows(rows_k)
     (folder / "summary.md").write_text(sweep_markdown(rows, swept, result.spec.threshold))
+    plot_sweep(folder, result, rows, swept)
     columns = list(rows[0])
     with open(folder / "summary.csv", "w", newline="") as f:
         writer = csv.writer(f)
@@ -302,3 +318,108 @@ def write_sweep_folder(folder: Path, result, rows: list[dict]) -> None:
         for row in rows:
             writer.writerow([";".join(f"{v:.4g}" for v in row[c]) if isinstance(row.get(c), list)
                              else row.get(c, "") for c in columns])
+
+
+# How to read a grid point's per-epoch clip fraction: documented rules, thresholds configurable
+# (sweep: diagnosis: {...}); the rule that fired is printed with its numbers.
+DIAGNOSIS_DEFAULTS = {"under_used_below": 0.02, "over_used_above": 0.2, "over_used_by_epoch": 3}
+
+
+def diagnose(clip_by_epoch, thresholds: Mapping[str, float] | None = None) -> str:
+    """One line on the batch's use, from the mean clip fraction of each epoch that ran.
+
+    over-used: epoch `over_used_by_epoch` (1-based) already clips ≥ `over_used_above`:
+        later epochs move a shrinking, biased subset → fewer epochs or a larger batch.
+    under-used: the last epoch still clips < `under_used_below`: the policy barely moved
+        → more epochs or a tighter clip are affordable.
+    in range: neither.
+    """
+    t = {**DIAGNOSIS_DEFAULTS, **(thresholds or {})}
+    c = np.asarray(clip_by_epoch, np.float64)
+    c = c[np.isfinite(c)]
+    if c.size == 0:
+        return "no data (every run diverged)"
+    k = int(t["over_used_by_epoch"])
+    if c.size >= k and c[k - 1] >= t["over_used_above"]:
+        return (f"over-used: epoch {k} already clips {c[k - 1]:.1%} ≥ {t['over_used_above']:.0%} — later "
+                f"epochs move a shrinking, biased subset; fewer epochs or a larger batch")
+    if c[-1] < t["under_used_below"]:
+        return (f"under-used: the last epoch ({c.size}) clips {c[-1]:.1%} < {t['under_used_below']:.0%} — "
+                f"more epochs or a tighter clip are affordable")
+    return (f"in range: the last epoch ({c.size}) clips {c[-1]:.1%}, between {t['under_used_below']:.0%} "
+            f"and the over-use line ({t['over_used_above']:.0%} by epoch {k})")
+
+
+def plot_sweep(folder: Path, result, rows: list[dict], swept: list[str]) -> list[Path]:
+    """learning_curves.png, clip_fraction_by_epoch.png and, over the first two swept keys,
+    heatmap_return.png and heatmap_kl.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def label(point):
+        return ", ".join(f"{k}={point[k]:g}" if isinstance(point[k], float) else f"{k}={point[k]}"
+                         for k in swept) or "base"
+
+    written = []
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for i, point in enumerate(result.points):
+        ok = [k for k, run in enumerate(result.runs) if run["point"] == i and not result.diverged[k]]
+        if not ok:
+            continue
+        curves = np.stack([result.metrics[k]["episode_return"] for k in ok]).astype(np.float64)
+        steps = np.arange(1, curves.shape[1] + 1) * result.batch_sizes[ok[0]]
+        with _quiet_nan_warnings():
+            mean = np.nanmean(curves, axis=0)
+            se = np.nanstd(curves, axis=0, ddof=1) / math.sqrt(len(ok)) if len(ok) > 1 else 0 * mean
+        (line,) = ax.plot(steps, mean, label=label(point), lw=1.2)
+        ax.fill_between(steps, mean - se, mean + se, alpha=0.15, color=line.get_color())
+    ax.set(xlabel="environment steps", ylabel="episode return (mean ± s.e. over seeds)",
+           title=f"{result.base.env}: learning curves")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    written.append(folder / "learning_curves.png")
+    fig.savefig(written[-1], dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for row, point in zip(rows, result.points):
+        c = np.asarray(row["clip_fraction_by_epoch"], np.float64)
+        ax.plot(np.arange(1, c.size + 1), c, marker="o", ms=3, label=label(point))
+    ax.set(xlabel="epoch within an update", ylabel="clip fraction (mean over updates and seeds)",
+           title="How much each epoch is clipped")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    written.append(folder / "clip_fraction_by_epoch.png")
+    fig.savefig(written[-1], dpi=110)
+    plt.close(fig)
+
+    if len(swept) >= 2:
+        a, b = swept[0], swept[1]
+        xs = sorted({p[a] for p in result.points}, key=str if not all(
+            isinstance(p[a], (int, float)) for p in result.points) else None)
+        ys = sorted({p[b] for p in result.points}, key=str if not all(
+            isinstance(p[b], (int, float)) for p in result.points) else None)
+        for key, name, title in (("train_return", "heatmap_return.png", "final train return"),
+                                 ("mean_kl", "heatmap_kl.png", "mean KL (k3)")):
+            grid = np.full((len(ys), len(xs)), np.nan)
+            for row, point in zip(rows, result.points):
+                # with more than two swept keys, average over the others
+                y, x = ys.index(point[b]), xs.index(point[a])
+                grid[y, x] = row[key] if np.isnan(grid[y, x]) else np.nanmean([grid[y, x], row[key]])
+            fig, ax = plt.subplots(figsize=(1.3 * len(xs) + 2.5, 0.9 * len(ys) + 2))
+            image = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
+            ax.set_xticks(range(len(xs)), [str(x) for x in xs])
+            ax.set_yticks(range(len(ys)), [str(y) for y in ys])
+            ax.set(xlabel=a, ylabel=b, title=title)
+            for (y, x), value in np.ndenumerate(grid):
+                ax.text(x, y, f"{value:.3g}", ha="center", va="center", color="w", fontsize=8)
+            fig.colorbar(image, ax=ax)
+            fig.tight_layout()
+            written.append(folder / name)
+            fig.savefig(written[-1], dpi=110)
+            plt.close(fig)
+    return written

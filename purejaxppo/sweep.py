@@ -12,6 +12,8 @@ A sweep file is an ordinary config (flat `PPOConfig` keys) plus a `sweep:` secti
         activation: {choice: [tanh, relu]}
       random_seed: 0                # for drawing the random points (default 0)
       threshold: 475                # optional: count seeds whose final return reaches it
+      eval_episodes: 64             # final policy on fresh episodes, greedy and sampled (0: off)
+      diagnosis: {under_used_below: 0.02, over_used_above: 0.2, over_used_by_epoch: 3}
 
 Every run's config is checked before anything compiles. Runs whose static fields
 (network, env, batch shape, ...) agree form a group: one compile per group, its runs
@@ -36,7 +38,7 @@ from purejaxppo.config import (STATIC_FIELDS, ConfigError, HParams, PPOConfig, _
                                parse_override)
 
 DISTRIBUTIONS = ("uniform", "loguniform", "choice")
-SWEEP_KEYS = ("grid", "seeds", "random", "random_seed", "threshold")
+SWEEP_KEYS = ("grid", "seeds", "random", "random_seed", "threshold", "eval_episodes", "diagnosis")
 # what may be swept: any config field but the environment's identity
 SWEEPABLE = tuple(name for name in _FIELDS if name != "env")
 
@@ -48,6 +50,8 @@ class SweepSpec:
     random: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     random_seed: int = 0
     threshold: float | None = None
+    eval_episodes: int = 64
+    diagnosis: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
 
 def _check_key(key: str, where: str) -> None:
@@ -104,7 +108,18 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
     if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
         raise ConfigError("threshold", threshold, "must be a number")
     random_seed = section.get("random_seed", 0)
-    return SweepSpec(full_grid, n_seeds, random, random_seed, threshold)
+    eval_episodes = section.get("eval_episodes", 64)
+    if isinstance(eval_episodes, bool) or not isinstance(eval_episodes, int) or eval_episodes < 0:
+        raise ConfigError("eval_episodes", eval_episodes, "must be a non-negative integer")
+    from purejaxppo.report import DIAGNOSIS_DEFAULTS
+
+    diagnosis = dict(section.get("diagnosis") or {})
+    for key, value in diagnosis.items():
+        if key not in DIAGNOSIS_DEFAULTS:
+            raise ConfigError(f"diagnosis.{key}", value, f"unknown; known: {', '.join(DIAGNOSIS_DEFAULTS)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ConfigError(f"diagnosis.{key}", value, "must be a non-negative number")
+    return SweepSpec(full_grid, n_seeds, random, random_seed, threshold, eval_episodes, diagnosis)
 
 
 def load_sweep(path: str | Path, overrides: Mapping[str, Any] | None = None, *, grid=None,
@@ -204,6 +219,7 @@ class SweepResult:
     points: list[dict]                 # swept values of each point
     runs: list[dict]                   # per run: {"point": i, "seed": s, **swept values}
     metrics: list[dict]                # per run: metric name -> [num_updates, ...] numpy array
+    evaluation: list[dict]             # per run: {"deterministic", "stochastic"} -> [episodes]
     batch_sizes: list[int]             # per run: env steps per update
     diverged: np.ndarray               # [runs] NaN or Inf in the losses or final parameters
     compiles: int
@@ -236,6 +252,7 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
     n_runs = len(points) * spec.seeds
     runs: list[dict | None] = [None] * n_runs
     metrics: list[dict | None] = [None] * n_runs
+    evaluation: list[dict | None] = [None] * n_runs
     batch_sizes = [0] * n_runs
     diverged = np.zeros(n_runs, bool)
     compile_seconds = run_seconds = 0.0
@@ -247,12 +264,14 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
         keys = jnp.stack([seed_keys[s] for _, s in order])
         hps = [HParams.from_config(configs[i]) for i, _ in order]
         hparams = jax.tree.map(lambda *xs: jnp.stack(xs), *hps)
-        sharded = ShardedRuns(make_train(group.config), keys, hparams, chunk=max_parallel)
+        train = make_train(group.config, eval_episodes=spec.eval_episodes)
+        sharded = ShardedRuns(train, keys, hparams, chunk=max_parallel)
         compile_seconds += sharded.compile_seconds
         start = time.perf_counter()
         out = jax.block_until_ready(sharded())
         run_seconds += time.perf_counter() - start
         group_metrics = jax.tree.map(np.asarray, out.metrics)
+        group_eval = jax.tree.map(np.asarray, out.evaluation)
         finite_params = np.asarray(jax.vmap(
             lambda p: jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(p)])))(
                 out.runner_state.params))
@@ -261,10 +280,11 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
             k = i * spec.seeds + s
             runs[k] = {"point": i, "seed": first_seed + s, **points[i]}
             metrics[k] = {name: v[j] for name, v in group_metrics.items()}
+            evaluation[k] = {name: v[j] for name, v in group_eval.items()}
             batch_sizes[k] = group.config.batch_size
             diverged[k] = not (finite_params[j] and finite_loss[j])
-    return SweepResult(points, runs, metrics, batch_sizes, diverged, len(groups), compile_seconds,
-                       run_seconds, spec, cfg)
+    return SweepResult(points, runs, metrics, evaluation, batch_sizes, diverged, len(groups),
+                       compile_seconds, run_seconds, spec, cfg)
 
 
 def swept_keys(result: SweepResult) -> list[str]:

@@ -23,6 +23,7 @@ from flax import struct
 
 from purejaxppo.config import HParams, PPOConfig
 from purejaxppo.envs import make_env
+from purejaxppo.evaluate import evaluate
 from purejaxppo.gae import gae
 from purejaxppo.losses import explained_variance, ppo_loss
 from purejaxppo.networks import ActorCritic
@@ -51,6 +52,7 @@ class RunnerState:
 class TrainResult:
     runner_state: RunnerState
     metrics: dict  # name -> [num_updates, ...]; see the README's metrics table
+    evaluation: dict  # final policy on fresh episodes: {"deterministic", "stochastic"} -> [episodes]
 
 
 def make_network(cfg: PPOConfig, env) -> ActorCritic:
@@ -59,11 +61,13 @@ def make_network(cfg: PPOConfig, env) -> ActorCritic:
     return ActorCritic(space.kind, space.size, tuple(cfg.hidden_sizes), cfg.activation, log_std_init)
 
 
-def make_train(cfg: PPOConfig, progress=None):
+def make_train(cfg: PPOConfig, progress=None, eval_episodes: int = 0):
     """Build the pure train function for a checked config.
 
     `progress`, if given, is called on the host as progress(updates_done) at most once
     per update (about 100 times per run), also under vmap; it must not touch JAX arrays.
+    `eval_episodes` > 0 evaluates the final policy on that many fresh episodes, acting
+    deterministically and stochastically, inside the same program (`TrainResult.evaluation`).
     """
     env = make_env(cfg)
     network = make_network(cfg, env)
@@ -182,8 +186,14 @@ def make_train(cfg: PPOConfig, progress=None):
 
     def train(key, hparams: HParams | None = None) -> TrainResult:
         hp = HParams.from_config(cfg) if hparams is None else hparams
+        eval_key = jax.random.fold_in(key, 1)  # a stream of its own: training is unchanged
         runner = init(key)
         runner, metrics = jax.lax.scan(functools.partial(update, hp=hp), runner, jnp.arange(num_updates))
-        return TrainResult(runner, metrics)
+        evaluation = {}
+        if eval_episodes:
+            for name, deterministic in (("deterministic", True), ("stochastic", False)):
+                evaluation[name] = evaluate(env, network, runner.params, jax.random.fold_in(eval_key, deterministic),
+                                            eval_episodes, deterministic)
+        return TrainResult(runner, metrics, evaluation)
 
     return train

@@ -138,4 +138,17 @@ def test_cli_sweep_writes_tables(tmp_path, capsys):
     with open(out / "summary.csv") as f:
         summary = list(csv.DictReader(f))
     assert len(summary) == 4 and "train_return_se" in summary[0]
-    assert "≈ best" in (out / "summary.md").read_text()
+    summary_md = (out / "summary.md").read_text()
+    assert "≈ best" in summary_md and "eval return" in summary_md and "- clip_eps=0.1, update_epochs=1: " in summary_md
+    for name in ("learning_curves.png", "clip_fraction_by_epoch.png", "heatmap_return.png", "heatmap_kl.png"):
+        assert (out / name).read_bytes().startswith(b"\x89PNG")
+
+
+def test_diagnosis_rules_fire_as_documented():
+    from purejaxppo.report import diagnose
+
+    assert diagnose([0.0, 0.001, 0.005]).startswith("under-used: the last epoch (3) clips 0.5%")
+    assert diagnose([0.05, 0.15, 0.25, 0.3]).startswith("over-used: epoch 3 already clips 25.0%")
+    assert diagnose([0.01, 0.05, 0.1]).startswith("in range")
+    assert diagnose([0.01, 0.05, 0.1], {"under_used_below": 0.2}).startswith("under-used")
+    assert diagnose([0.0, np.nan, np.nan]).startswith("under-used: the last epoch (1)")

@@ -120,3 +120,20 @@ def test_continuous_actions_are_clipped_for_the_env_only():
     assert np.all(np.asarray(action) > 5.0)  # stored unclipped
     dist, _ = net.apply(params, obs)
     np.testing.assert_allclose(log_prob, dist.log_prob(action))
+
+
+def test_evaluation_of_the_final_policy():
+    cfg = ppo.make_config(dict(TINY, env_params={"max_steps_in_episode": 50}))
+    out = jax.jit(ppo.make_train(cfg, eval_episodes=6))(jax.random.PRNGKey(0))
+    plain = run(cfg)
+    chex.assert_trees_all_equal(out.runner_state.params, plain.runner_state.params)  # training unchanged
+    det, sto = np.asarray(out.evaluation["deterministic"]), np.asarray(out.evaluation["stochastic"])
+    assert det.shape == sto.shape == (6,)
+    # CartPole gives 1 per step, so an episode's return is its length: within the time limit
+    assert np.all((det >= 1) & (det <= 50)) and np.all((sto >= 1) & (sto <= 50))
+    # the same evaluation by hand: fresh episodes, greedy actions, one episode each
+    from purejaxppo.evaluate import evaluate
+    env = ppo.make_env(cfg)
+    again = evaluate(env, make_network(cfg, env), out.runner_state.params,
+                     jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(0), 1), True), 6, True)
+    np.testing.assert_array_equal(again, det)

@@ -40,6 +40,7 @@ class ActionSpace:
 class Env(Protocol):
     obs_size: int
     action_space: ActionSpace
+    max_episode_steps: int  # the time limit: every episode ends within it
 
     def reset(self, key): ...
 

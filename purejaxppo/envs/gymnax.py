@@ -54,6 +54,7 @@ class GymnaxEnv:
         self.name = name
         self._env, default_params = _make(name)
         self._params = _with_params(name, default_params, dict(env_params or {}))
+        self.max_episode_steps = int(self._params.max_steps_in_episode)
         obs_shape = self._env.observation_space(self._params).shape
         self.obs_size = int(math.prod(obs_shape))
         space = self._env.action_space(self._params)

@@ -27,6 +27,7 @@ class EpisodeStats:
         self.env = env
         self.obs_size = env.obs_size
         self.action_space = env.action_space
+        self.max_episode_steps = env.max_episode_steps
 
     def reset(self, key):
         obs, state = self.env.reset(key)
@@ -54,6 +55,7 @@ class AutoReset:
         self.env = env
         self.obs_size = env.obs_size
         self.action_space = env.action_space
+        self.max_episode_steps = env.max_episode_steps
 
     def reset(self, key):
         return self.env.reset(key)

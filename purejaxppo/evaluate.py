@@ -1,0 +1,24 @@
+"""A policy's return on fresh episodes, collected by the training rollout itself."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from purejaxppo.rollout import act, rollout
+
+
+def evaluate(env, network, params, key, num_episodes: int, deterministic: bool):
+    """Returns [num_episodes]: the return of the first episode of each of num_episodes
+    fresh environments, acting by the mode of the policy (deterministic: argmax / mean
+    action) or by sampling it. Runs env.max_episode_steps steps, so every episode ends
+    (by termination or its time limit)."""
+    reset_key, run_key = jax.random.split(key)
+    obs, state = jax.vmap(env.reset)(jax.random.split(reset_key, num_episodes))
+    policy = functools.partial(act, network, env.action_space, params, deterministic=deterministic)
+    _, _, traj = rollout(env, policy, state, obs, run_key, env.max_episode_steps)
+    first_end = jnp.argmax(traj.episode_done, axis=0)
+    returns = traj.episode_return[first_end, jnp.arange(num_episodes)]
+    return jnp.where(jnp.any(traj.episode_done, axis=0), returns, jnp.nan)
