@@ -3,6 +3,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent("""
     import json, jax, numpy as np, purejaxppo as ppo
     from purejaxppo.parallel import ShardedRuns
@@ -26,6 +28,7 @@ def run(devices):
     return json.loads(line[len("RESULT "):])
 
 
+@pytest.mark.slow
 def test_sharded_over_devices_equals_one_device():
     import numpy as np
 

@@ -24,6 +24,7 @@ def study():
     return base, spec, sweep(base, spec=spec, first_seed=4)
 
 
+@pytest.mark.slow
 def test_sweep_run_equals_single_run(study):
     base, spec, result = study
     assert result.compiles == 1 and len(result.runs) == 16
@@ -38,6 +39,7 @@ def test_sweep_run_equals_single_run(study):
         np.testing.assert_allclose(result.metrics[k]["kl_k3"][:, :ep], one.metrics["kl_k3"], rtol=2e-4, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_chunked_equals_unchunked(study):
     base, spec, result = study
     chunked = sweep(base, spec=spec, first_seed=4, max_parallel=3)
@@ -45,6 +47,7 @@ def test_chunked_equals_unchunked(study):
         chex.assert_trees_all_close(a, b, rtol=1e-5, atol=1e-6)  # float rounding of batched reductions
 
 
+@pytest.mark.slow
 def test_clip_epochs_study_single_full_batch_epoch_never_clips(study):
     base, spec, result = study
     assert spec.grid["clip_eps"] == [0.05, 0.1, 0.2, 0.4] and base.num_minibatches == 1
@@ -61,6 +64,7 @@ def test_clip_epochs_study_single_full_batch_epoch_never_clips(study):
             chex.assert_trees_all_equal(result.metrics[k]["total_loss"], result.metrics[same[0]]["total_loss"])
 
 
+@pytest.mark.slow
 def test_diverging_run_is_flagged_and_leaves_neighbours_alone():
     base = ppo.make_config(BASE)
     result = sweep(base, grid={"lr": [2.5e-4, 1e30]}, seeds=1)
@@ -123,6 +127,7 @@ def test_cli_sweep_bad_input_exits_2(capsys):
     assert "no sweep: section" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_sweep_writes_tables(tmp_path, capsys):
     out = tmp_path / "sweep"
     code = main(["sweep", "configs/sweeps/clip_epochs.yaml", "--set", "total_timesteps=2048",
