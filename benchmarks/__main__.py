@@ -1,4 +1,8 @@
-"""Throughput benchmark: purejaxppo ("ours") against PureJaxRL's purejaxrl/ppo.py ("pjrl").
+"""Throughput benchmark: purejaxppo against PureJaxRL's purejaxrl/ppo.py ("pjrl").
+
+Contenders: "ours" (jax.jit(jax.vmap(train)) on one device, exactly as pjrl is run),
+"ours-cores" (the same train function, seed axis sharded over one host device per CPU core
+with purejaxppo.parallel.ShardedRuns) and "pjrl".
 
 Usage (from the repo root, with our venv's python):
 
@@ -6,8 +10,8 @@ Usage (from the repo root, with our venv's python):
     python -m benchmarks --seeds 1,64 --rounds 3 --repeats 2 --seed-timesteps 64=100000
 
 Every measurement runs in a fresh subprocess (benchmarks/runner.py) so compile caches and
-allocator state never carry over. Rounds interleave the contenders (ours, pjrl, ours, pjrl,
-...) at each seed count, so slow drift of the machine (thermal, other load) hits both.
+allocator state never carry over. Rounds interleave the contenders (ours, ours-cores, pjrl,
+ours, ...) at each seed count, so slow drift of the machine (thermal, other load) hits all.
 PureJaxRL is run from outside this repo, by its own venv; see benchmarks/README.md.
 """
 
@@ -47,6 +51,9 @@ SETTINGS = {
     "activation": "tanh",
 }
 
+CONTENDERS = ("ours", "ours-cores", "pjrl")
+OURS = ("ours", "ours-cores")  # run from this checkout by our interpreter
+
 DEFAULT_PJRL_VENV = "/work/venv-pjrl"
 DEFAULT_PJRL_REPO = "/work/pjrl"
 
@@ -62,7 +69,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="timesteps per seed (default 500000)")
     p.add_argument("--seed-timesteps", action="append", default=[], metavar="N=T",
                    help="use T timesteps per seed for the N-seed case (repeatable), e.g. 64=100000")
-    p.add_argument("--contenders", default="ours,pjrl", help="subset/order of ours,pjrl")
+    p.add_argument("--contenders", default=",".join(CONTENDERS),
+                   help="subset/order of " + ",".join(CONTENDERS) + " (default: all, in that order)")
     p.add_argument("--ours-python", default=os.environ.get("PUREJAXPPO_PYTHON", sys.executable),
                    help="interpreter for our side (env PUREJAXPPO_PYTHON; default: this python)")
     p.add_argument("--config", default=str(REPO / "configs" / "cartpole.yaml"),
@@ -90,8 +98,9 @@ def pjrl_problem(venv: Path, repo: Path) -> str | None:
 def run_one(contender: str, n_seeds: int, timesteps: int, a: argparse.Namespace) -> dict:
     settings = dict(SETTINGS, total_timesteps=timesteps)
     env = dict(os.environ)
-    if contender == "ours":
+    if contender in OURS:
         python = a.ours_python
+        # Repo root first: it must win over an editable install pointing at another checkout.
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     else:
         python = str(Path(a.pjrl_venv) / "bin" / "python")
@@ -121,34 +130,46 @@ def _fmt(x: float | None, spec: str) -> str:
     return "—" if x is None else format(x, spec)
 
 
-def summary_table(results: list[dict], seeds: list[int], timesteps: dict[int, int]) -> str:
-    head = ("| seeds | steps/seed | ours time (s) | pjrl time (s) | ours steps/s | pjrl steps/s "
-            "| ours/pjrl speed | ours compile (s) | pjrl compile (s) | ours return | pjrl return |")
+def summary_table(results: list[dict], seeds: list[int], timesteps: dict[int, int],
+                  contenders: list[str]) -> str:
+    """One row per (seed count, contender); each of ours gets its speed relative to pjrl."""
+    head = ("| seeds | contender | devices | steps/seed | median time (s) | steps/s "
+            "| speed vs pjrl | paired vs pjrl | compile (s) | final return |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for n in seeds:
         ok = {c: [r for r in results if r["n_seeds"] == n and r["contender"] == c and "error" not in r]
-              for c in ("ours", "pjrl")}
-        t = {c: _median(ok[c], "best_s") for c in ok}
-        sps = {c: (n * timesteps[n] / t[c]) if t[c] else None for c in ok}
-        ratio = sps["ours"] / sps["pjrl"] if sps["ours"] and sps["pjrl"] else None
-        lines.append(
-            f"| {n} | {timesteps[n]:,} | {_fmt(t['ours'], '.2f')} | {_fmt(t['pjrl'], '.2f')} "
-            f"| {_fmt(sps['ours'], ',.0f')} | {_fmt(sps['pjrl'], ',.0f')} | {_fmt(ratio, '.2f')}x "
-            f"| {_fmt(_median(ok['ours'], 'compile_s'), '.1f')} | {_fmt(_median(ok['pjrl'], 'compile_s'), '.1f')} "
-            f"| {_fmt(_median(ok['ours'], 'final_return'), '.1f')} | {_fmt(_median(ok['pjrl'], 'final_return'), '.1f')} |")
+              for c in contenders}
+        t = {c: _median(ok[c], "best_s") for c in contenders}
+        pjrl_by_round = {r["round"]: r["best_s"] for r in ok.get("pjrl", [])}
+        for c in contenders:
+            sps = n * timesteps[n] / t[c] if t[c] else None
+            ratio = paired = None
+            if c != "pjrl" and t[c] and t.get("pjrl"):
+                ratio = t["pjrl"] / t[c]  # = our steps/s over pjrl's (same steps)
+                # Paired: within each round (same machine state), then the median over rounds.
+                pairs = [pjrl_by_round[r["round"]] / r["best_s"] for r in ok[c]
+                         if r["round"] in pjrl_by_round]
+                paired = statistics.median(pairs) if pairs else None
+            devs = sorted({r.get("num_devices", 1) for r in ok[c]})
+            lines.append(
+                f"| {n} | {c} | {'/'.join(map(str, devs)) or '—'} | {timesteps[n]:,} "
+                f"| {_fmt(t[c], '.2f')} | {_fmt(sps, ',.0f')} "
+                f"| {_fmt(ratio, '.2f')}{'x' if ratio else ''} | {_fmt(paired, '.2f')}{'x' if paired else ''} "
+                f"| {_fmt(_median(ok[c], 'compile_s'), '.1f')} | {_fmt(_median(ok[c], 'final_return'), '.1f')} |")
     return "\n".join(lines)
 
 
 def raw_table(results: list[dict]) -> str:
-    lines = ["| round | seeds | contender | compile (s) | runs (s) | best steps/s | final return |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| round | seeds | contender | devices | compile (s) | runs (s) | best steps/s | final return |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in results:
         if "error" in r:
             err = r["error"].splitlines()[0]
-            lines.append(f"| {r['round']} | {r['n_seeds']} | {r['contender']} | error: {err} | | | |")
+            lines.append(f"| {r['round']} | {r['n_seeds']} | {r['contender']} | | error: {err} | | | |")
         else:
             runs = ", ".join(f"{x:.2f}" for x in r["times_s"])
-            lines.append(f"| {r['round']} | {r['n_seeds']} | {r['contender']} | {r['compile_s']:.1f} "
+            lines.append(f"| {r['round']} | {r['n_seeds']} | {r['contender']} | {r.get('num_devices', 1)} "
+                         f"| {r['compile_s']:.1f} "
                          f"| {runs} | {r['steps_per_s']:,.0f} | {r['final_return']:.1f} |")
     return "\n".join(lines)
 
@@ -184,6 +205,11 @@ def main(argv: list[str] | None = None) -> int:
         n, t = item.split("=")
         timesteps[int(n)] = int(float(t))
     contenders = [c.strip() for c in a.contenders.split(",") if c.strip()]
+    unknown = [c for c in contenders if c not in CONTENDERS]
+    if unknown:
+        print(f"unknown contender(s) {','.join(unknown)}; choose from {','.join(CONTENDERS)}",
+              file=sys.stderr)
+        return 2
     notes = []
     if "pjrl" in contenders:
         why = pjrl_problem(Path(a.pjrl_venv), Path(a.pjrl_repo))
@@ -200,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     for rnd in range(1, a.rounds + 1):
         for n in seeds:
             for c in contenders:
-                print(f"[round {rnd}/{a.rounds}] {c:4s} seeds={n} steps/seed={timesteps[n]} ...",
+                print(f"[round {rnd}/{a.rounds}] {c:10s} seeds={n} steps/seed={timesteps[n]} ...",
                       end=" ", flush=True, file=sys.stderr)
                 r = run_one(c, n, timesteps[n], a)
                 r["round"] = rnd
@@ -208,34 +234,42 @@ def main(argv: list[str] | None = None) -> int:
                 if "error" in r:
                     print("ERROR\n" + r["error"], file=sys.stderr)
                 else:
-                    print(f"compile {r['compile_s']:.1f}s, best {r['best_s']:.2f}s, "
+                    print(f"devices {r['num_devices']}, compile {r['compile_s']:.1f}s, best {r['best_s']:.2f}s, "
                           f"{r['steps_per_s']:,.0f} steps/s, return {r['final_return']:.1f}",
                           file=sys.stderr, flush=True)
 
     ok = [r for r in results if "error" not in r]
-    versions = {c: next((r["versions"] for r in ok if r["contender"] == c), None) for c in ("ours", "pjrl")}
+    versions = {c: next((r["versions"] for r in ok if r["contender"] == c), None) for c in CONTENDERS}
+    ours_versions = versions["ours"] or versions["ours-cores"]
+    cores_devs = sorted({r["num_devices"] for r in ok if r["contender"] == "ours-cores"})
+    cores_flags = sorted({r.get("xla_flags", "") for r in ok if r["contender"] == "ours-cores"})
     info = machine_info()
     command = "python -m benchmarks" + ("" if not argv else " " + shlex.join(argv))
     today = _dt.date.today().isoformat()
-    summary = summary_table(results, seeds, timesteps)
+    summary = summary_table(results, seeds, timesteps, contenders)
     reduced = [n for n in seeds if timesteps[n] != SETTINGS["total_timesteps"]]
 
     md = [f"# purejaxppo vs PureJaxRL throughput — {today} (CPU)", "",
           f"- command: `{command}` (cwd: repo root, python: `{a.ours_python}`)",
           f"- machine: {info['cpu']}, {info['cores']} cores, {info['os']}",
           f"- backend: {ok[0]['backend'] if ok else '?'}",
-          f"- ours: {json.dumps(versions['ours'])}",
+          f"- ours / ours-cores: {json.dumps(ours_versions)}",
           f"- pjrl: {json.dumps(versions['pjrl'])}, PureJaxRL commit {git_rev(Path(a.pjrl_repo))}, "
           f"venv `{a.pjrl_venv}`",
-          f"- settings (both): `{json.dumps({k: v for k, v in SETTINGS.items() if k != 'total_timesteps'})}`",
-          f"- timing: each cell is a fresh process; `jax.jit(jax.vmap(train)).lower(keys).compile()` "
-          f"timed as compile; the compiled fn then runs {a.repeats}x on the same keys (block_until_ready), "
-          f"best run counts; table = median over {a.rounds} interleaved rounds (ours, pjrl, ours, pjrl, ...). "
-          f"steps/s = seeds x steps/seed / time; ours/pjrl speed > 1 means ours is faster.",
+          f"- settings (all): `{json.dumps({k: v for k, v in SETTINGS.items() if k != 'total_timesteps'})}`",
+          f"- timing: each cell is a fresh process. ours, pjrl: `jax.jit(jax.vmap(train)).lower(keys).compile()` "
+          f"on one device timed as compile; the compiled fn then runs {a.repeats}x on the same keys "
+          f"(block_until_ready). ours-cores: `use_all_cpu_cores()` before JAX starts "
+          f"(XLA_FLAGS `{' / '.join(cores_flags) or '?'}`), then `ShardedRuns(train, keys)` (compile = its "
+          f"compile_seconds; seed axis sharded over {'/'.join(map(str, cores_devs)) or '?'} devices, "
+          f"at most one per seed), then `block_until_ready(runs())` {a.repeats}x. Best run counts; table = median "
+          f"over {a.rounds} interleaved rounds ({', '.join(contenders)}, {contenders[0]}, ...). "
+          f"steps/s = seeds x steps/seed / time; speed vs pjrl > 1 means that contender is faster "
+          f"(ratio of the medians; paired = median over rounds of that round's pjrl time / contender time).",
           "- return: mean over seeds of the mean return of episodes finished in the last update."]
     if reduced:
         md.append(f"- NOTE: steps/seed reduced from {SETTINGS['total_timesteps']:,} for seeds="
-                      f"{','.join(map(str, reduced))} to keep a round short; returns there are not final-training returns.")
+                  f"{','.join(map(str, reduced))} to keep a round short; returns there are not final-training returns.")
     md += [f"- {n}" for n in notes]
     md += ["", "## Summary (medians)", "", summary, "", "## All runs", "", raw_table(results), ""]
     text = "\n".join(md)
@@ -244,7 +278,10 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(a.out) if a.out else HERE / "results" / f"{today}-cpu.md"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
-        print(f"wrote {out}", file=sys.stderr)
+        out.with_suffix(".json").write_text(json.dumps(
+            {"command": command, "machine": info, "settings": SETTINGS, "timesteps": timesteps,
+             "results": results}, indent=1))
+        print(f"wrote {out} and {out.with_suffix('.json').name}", file=sys.stderr)
     return 0 if ok else 1
 
 

@@ -2,15 +2,25 @@
 
 Executed as a plain script (never imported by the harness), by two different interpreters:
 
-* ``ours``: our venv's python, cwd = this repo's root, PYTHONPATH = repo root.
+* ``ours`` and ``ours-cores``: our venv's python, cwd = this repo's root, PYTHONPATH = repo
+  root first (so the checkout the harness lives in is measured, not an editable install
+  elsewhere; the result records ``purejaxppo.__file__``).
 * ``pjrl``: the PureJaxRL venv's python, PYTHONPATH = <pjrl>:<pjrl>/purejaxrl (its ppo.py
   does ``from wrappers import ...``). This is our own driver: it only imports
   ``purejaxrl.ppo.make_train`` and calls it with a config dict.
 
-Both sides are timed by the same code below: ``jax.jit(jax.vmap(train)).lower(keys).compile()``
-is timed as compile; then the compiled executable is run ``repeats`` times on the same keys,
-each run ended by ``jax.block_until_ready``. The result is printed as one line
-``BENCH_RESULT {json}`` on stdout (other output of the libraries is left alone).
+``ours`` and ``pjrl`` are timed by the same code: ``jax.jit(jax.vmap(train)).lower(keys).compile()``
+on the single default device is timed as compile; then the compiled executable is run
+``repeats`` times on the same keys, each run ended by ``jax.block_until_ready``.
+
+``ours-cores`` first calls ``purejaxppo.parallel.use_all_cpu_cores()`` (before JAX starts its
+backend: one host device per CPU core), builds the same train function as ``ours``, and uses
+``purejaxppo.parallel.ShardedRuns(train, keys)``: its ``compile_seconds`` is the compile time,
+and each timed run is ``jax.block_until_ready(runs())`` (the seed axis sharded over
+``runs.num_devices`` devices, padded to a multiple of them).
+
+The result is printed as one line ``BENCH_RESULT {json}`` on stdout (other output of the
+libraries is left alone).
 
 Settings arrive as JSON in the harness's own names (see ``benchmarks.__main__.SETTINGS``) and are
 mapped here to each library's config.
@@ -20,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -57,7 +68,8 @@ def build_ours(settings: dict, config_path: str):
         r = np.asarray(out.metrics["episode_return"])[:, -1]  # [seeds]
         return float(np.nanmean(r))
 
-    return train, final_return, {"purejaxppo": getattr(ppo, "__version__", "?")}
+    return train, final_return, {"purejaxppo": getattr(ppo, "__version__", "?"),
+                                 "purejaxppo_file": ppo.__file__}
 
 
 def build_pjrl(settings: dict, config_path: str):
@@ -113,7 +125,7 @@ def package_versions() -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--contender", choices=("ours", "pjrl"), required=True)
+    p.add_argument("--contender", choices=("ours", "ours-cores", "pjrl"), required=True)
     p.add_argument("--n-seeds", type=int, required=True)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
@@ -123,22 +135,42 @@ def main() -> None:
     settings = json.loads(a.settings)
 
     t0 = time.perf_counter()
+    if a.contender == "ours-cores":
+        # Must happen before JAX initialises its CPU backend (sets XLA_FLAGS).
+        from purejaxppo.parallel import use_all_cpu_cores
+
+        use_all_cpu_cores()
     import jax
 
-    build = build_ours if a.contender == "ours" else build_pjrl
+    build = build_pjrl if a.contender == "pjrl" else build_ours
     train, final_return, versions = build(settings, a.config)
     keys = jax.random.split(jax.random.PRNGKey(a.seed), a.n_seeds)
-    fn = jax.jit(jax.vmap(train))
-    t1 = time.perf_counter()
-    compiled = fn.lower(keys).compile()
-    t2 = time.perf_counter()
+
+    if a.contender == "ours-cores":
+        from purejaxppo.parallel import ShardedRuns
+
+        t1 = time.perf_counter()
+        runs = ShardedRuns(train, keys)  # places the (padded) keys, then compiles
+        t2 = time.perf_counter()
+        compile_s = runs.compile_seconds
+        num_devices = runs.num_devices
+        execute = runs
+    else:
+        fn = jax.jit(jax.vmap(train))
+        t1 = time.perf_counter()
+        compiled = fn.lower(keys).compile()
+        t2 = time.perf_counter()
+        compile_s = t2 - t1
+        num_devices = 1
+
+        def execute():
+            return compiled(keys)
 
     times, out = [], None
     for _ in range(a.repeats):
         del out  # free the previous result's buffers before the next run
         s = time.perf_counter()
-        out = compiled(keys)
-        jax.block_until_ready(out)
+        out = jax.block_until_ready(execute())
         times.append(time.perf_counter() - s)
 
     versions.update(package_versions(), python=platform.python_version())
@@ -148,8 +180,10 @@ def main() -> None:
         "contender": a.contender,
         "n_seeds": a.n_seeds,
         "total_timesteps": settings["total_timesteps"],
+        "num_devices": num_devices,
         "build_s": t1 - t0,
-        "compile_s": t2 - t1,
+        "compile_s": compile_s,
+        "setup_s": t2 - t1,  # compile plus, for ours-cores, placing the keys
         "times_s": times,
         "best_s": best,
         "median_s": statistics.median(times),
@@ -157,6 +191,7 @@ def main() -> None:
         "final_return": final_return(out),
         "backend": jax.default_backend(),
         "devices": [str(d) for d in jax.devices()],
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "versions": versions,
     }
     sys.stdout.write("BENCH_RESULT " + json.dumps(result) + "\n")

@@ -5,8 +5,9 @@ from purejaxppo.config import ConfigError, HParams, PPOConfig, load_config, make
 from purejaxppo.envs import make_env
 from purejaxppo.gae import gae
 from purejaxppo.train import RunnerState, TrainResult, make_train
+from purejaxppo.sweep import SweepResult, sweep  # noqa: E402  (the function shadows the module name)
 
 __version__ = "0.1.0"
 
 __all__ = ["ConfigError", "HParams", "PPOConfig", "RunnerState", "TrainResult", "distributions",
-           "gae", "load_config", "losses", "make_config", "make_env", "make_train"]
+           "gae", "load_config", "losses", "make_config", "make_env", "make_train", "sweep", "SweepResult"]
