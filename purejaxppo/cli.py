@@ -63,7 +63,7 @@ def train_command(args) -> int:
     from rich.table import Table
 
     from purejaxppo import report
-    from purejaxppo.parallel import ShardedRuns
+    from purejaxppo.parallel import ShardedRuns, is_writer
     from purejaxppo.train import make_train
 
     console = Console()
@@ -81,6 +81,8 @@ def train_command(args) -> int:
         start = time.perf_counter()
         out = jax.block_until_ready(runs())
         run_seconds = time.perf_counter() - start
+    if not is_writer():
+        return 0  # several processes: process 0 writes
     metrics = jax.tree.map(np.asarray, out.metrics)
     summary = report.summarize(metrics, steps_per_run=cfg.num_updates * cfg.batch_size,
                                run_seconds=run_seconds, compile_seconds=compile_seconds)
@@ -112,6 +114,7 @@ def sweep_command(args) -> int:
     from rich.console import Console
 
     from purejaxppo import report
+    from purejaxppo.parallel import is_writer
     from purejaxppo.sweep import sweep, swept_keys
 
     console = Console()
@@ -123,6 +126,9 @@ def sweep_command(args) -> int:
         console.print(f"group {g + 1}/{n_groups}: {runs} runs, compiling and running ...")
 
     result = sweep(base, spec=spec, first_seed=args.seed, max_parallel=args.max_parallel, on_group=on_group)
+    if not is_writer():
+        console.print(f"process {jax.process_index()}: done; process 0 writes the results")
+        return 0
     rows = report.sweep_summary(result)
     report.write_sweep_folder(folder, result, rows)
     print(report.sweep_markdown(rows, swept_keys(result), spec.threshold), flush=True)
@@ -135,10 +141,11 @@ def sweep_command(args) -> int:
 
 
 def main(argv=None) -> int:
-    from purejaxppo.parallel import use_all_cpu_cores
+    from purejaxppo.parallel import init_distributed_from_env, use_all_cpu_cores
 
     use_all_cpu_cores()  # seeds spread over the cores; before JAX starts its backend
     args = _parser().parse_args(argv)
+    init_distributed_from_env()  # several processes: each computes its shard, process 0 writes
     try:
         return train_command(args) if args.command == "train" else sweep_command(args)
     except ConfigError as error:

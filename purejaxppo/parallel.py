@@ -4,6 +4,10 @@ The run axis is split over `jax.devices()` with a 1-D `Mesh` and `NamedSharding`
 padded (by repeating the last run) to a multiple of the device count, and the padding is
 dropped from the outputs. On a CPU, `use_all_cpu_cores()` (called before JAX starts its
 backend) makes each core a host device, so runs spread over the cores.
+
+Several processes (hosts): after `init_distributed_from_env()` every process builds the
+same inputs, computes the shard on its own devices, and gets the gathered outputs;
+only `is_writer()` (process 0) should write them.
 """
 
 from __future__ import annotations
@@ -27,6 +31,26 @@ def use_all_cpu_cores() -> None:
     flags = os.environ.get("XLA_FLAGS", "")
     if CPU_DEVICES_FLAG not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} {CPU_DEVICES_FLAG}={os.cpu_count() or 1}".strip()
+
+
+def init_distributed_from_env() -> bool:
+    """`jax.distributed.initialize` from JAX_COORDINATOR_ADDRESS (host:port),
+    JAX_NUM_PROCESSES and JAX_PROCESS_ID, when the first is set; CPU collectives use gloo.
+    Returns whether this is a multi-process run."""
+    address = os.environ.get("JAX_COORDINATOR_ADDRESS")
+    if not address:
+        return False
+    count, index = os.environ.get("JAX_NUM_PROCESSES"), os.environ.get("JAX_PROCESS_ID")
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address=address,
+                               num_processes=int(count) if count else None,
+                               process_id=int(index) if index else None)
+    return True
+
+
+def is_writer() -> bool:
+    """Whether this process writes results (process 0)."""
+    return jax.process_index() == 0
 
 
 def _pad(tree, size: int):
@@ -63,13 +87,19 @@ class ShardedRuns:
             return jax.lax.map(lambda a: fn(*a), device_args, batch_size=chunk)
 
         sharding = NamedSharding(Mesh(np.array(devices), ("runs",)), PartitionSpec("runs"))
-        laid_out = jax.tree.map(lambda x: x.reshape(self.num_devices, per_device, *x.shape[1:]),
+        laid_out = jax.tree.map(lambda x: np.asarray(x).reshape(self.num_devices, per_device, *x.shape[1:]),
                                 _pad(args, padded))
-        self._args = jax.device_put(laid_out, sharding)
+        # every process holds the same inputs and places the slices of its own devices
+        self._args = jax.tree.map(
+            lambda x: jax.make_array_from_callback(x.shape, sharding, lambda index: x[index]), laid_out)
         start = time.perf_counter()
         self._compiled = jax.jit(jax.vmap(on_device)).lower(*self._args).compile()
         self.compile_seconds = time.perf_counter() - start
 
     def __call__(self):
         out = self._compiled(*self._args)
+        if jax.process_count() > 1:  # every process gets every run's results (as numpy)
+            from jax.experimental import multihost_utils
+
+            out = multihost_utils.process_allgather(out, tiled=True)
         return jax.tree.map(lambda x: x.reshape(self.padded_runs, *x.shape[2:])[: self.num_runs], out)

@@ -50,3 +50,47 @@ def test_a_lone_run_is_not_copied_to_every_device():
     runs = ShardedRuns(ppo.make_train(cfg), jax.random.PRNGKey(0)[None])
     assert runs.num_devices == 1 and runs.padded_runs == 1
     assert runs().metrics["episode_return"].shape == (1, 1)
+
+
+@pytest.mark.slow
+def test_two_processes_on_loopback_equal_one(tmp_path):
+    """Multi-host for real: two processes joined by jax.distributed (gloo over 127.0.0.1)
+    run one sweep; process 0 writes what a single process writes, process 1 nothing."""
+    import csv
+    import os
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ["-m", "purejaxppo.cli", "sweep", "configs/sweeps/clip_epochs.yaml", "--set", "total_timesteps=2048",
+            "--set", "num_envs=4", "--grid", "clip_eps=0.1,0.3", "--grid", "update_epochs=1,2", "--seeds", "1"]
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
+    base_env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
+    procs = []
+    for i in range(2):
+        env = {**base_env, "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": "2",
+               "JAX_PROCESS_ID": str(i)}
+        procs.append(subprocess.Popen([sys.executable, *args, "--out", str(tmp_path / f"multi{i}")], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    assert "on 2 device(s)" in outputs[0]
+    assert (tmp_path / "multi0" / "summary.csv").exists()
+    assert not (tmp_path / "multi1").exists()
+    single = subprocess.run([sys.executable, *args, "--out", str(tmp_path / "single")], env=base_env,
+                            capture_output=True, text=True, timeout=600)
+    assert single.returncode == 0, single.stderr[-3000:]
+
+    def table(folder):
+        with open(folder / "metrics.csv") as f:
+            return list(csv.DictReader(f))
+
+    multi, one = table(tmp_path / "multi0"), table(tmp_path / "single")
+    assert len(multi) == len(one) == 4 * 4
+    for a, b in zip(multi, one):
+        assert a.keys() == b.keys()
+        for key in a:
+            if a[key] == b[key]:
+                continue
+            assert abs(float(a[key]) - float(b[key])) <= 1e-5 * max(1.0, abs(float(b[key]))), (key, a[key], b[key])
