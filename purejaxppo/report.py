@@ -129,30 +129,45 @@ def _cell(x):
     return x
 
 
-def plot_learning_curve(path: Path, metrics: Mapping[str, np.ndarray], batch_size: int, title: str):
+def _band(ax, steps, curves, label, **style):
+    """Mean over seeds (rows of `curves`) with a ± 1 standard-error band (2+ seeds)."""
+    curves = np.asarray(curves, dtype=np.float64)
+    with _quiet_nan_warnings():
+        mean = np.nanmean(curves, axis=0)
+        count = np.maximum(np.sum(np.isfinite(curves), axis=0), 1)
+        se = np.nanstd(curves, axis=0, ddof=1) / np.sqrt(count) if curves.shape[0] > 1 else None
+    (line,) = ax.plot(steps, mean, label=label, **style)
+    if se is not None:
+        ax.fill_between(steps, mean - se, mean + se, alpha=0.2, color=line.get_color())
+
+
+def _save(fig, ax, path: Path, legend_size=None, **labels) -> Path:
+    import matplotlib.pyplot as plt
+
+    ax.set(**labels)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=legend_size, ncol=2 if legend_size else 1)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    returns = np.asarray(metrics["episode_return"], dtype=np.float64)  # [seeds, updates]
+    return plt
+
+
+def plot_learning_curve(path: Path, metrics: Mapping[str, np.ndarray], batch_size: int, title: str):
+    returns = np.asarray(metrics["episode_return"])  # [seeds, updates]
     steps = np.arange(1, returns.shape[1] + 1) * batch_size
-    with _quiet_nan_warnings():
-        mean = np.nanmean(returns, axis=0)
-        count = np.sum(np.isfinite(returns), axis=0)
-        se = np.nanstd(returns, axis=0, ddof=1) / np.sqrt(np.maximum(count, 1)) if returns.shape[0] > 1 else None
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(steps, mean, label=f"mean of {returns.shape[0]} seed(s)")
-    if se is not None:
-        ax.fill_between(steps, mean - se, mean + se, alpha=0.3, label="± 1 standard error")
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("episode return")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    fig, ax = _pyplot().subplots(figsize=(7, 4))
+    _band(ax, steps, returns, f"mean of {returns.shape[0]} seed(s) ± 1 s.e.")
+    _save(fig, ax, path, xlabel="environment steps", ylabel="episode return", title=title)
 
 
 def write_run_folder(folder: Path, config: Mapping[str, Any], metrics: Mapping[str, np.ndarray],
@@ -353,10 +368,7 @@ def diagnose(clip_by_epoch, thresholds: Mapping[str, float] | None = None) -> st
 def plot_sweep(folder: Path, result, rows: list[dict], swept: list[str]) -> list[Path]:
     """learning_curves.png, clip_fraction_by_epoch.png and, over the first two swept keys,
     heatmap_return.png and heatmap_kl.png."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     def label(point):
         return ", ".join(f"{k}={point[k]:g}" if isinstance(point[k], float) else f"{k}={point[k]}"
@@ -366,36 +378,20 @@ def plot_sweep(folder: Path, result, rows: list[dict], swept: list[str]) -> list
     fig, ax = plt.subplots(figsize=(8, 5))
     for i, point in enumerate(result.points):
         ok = [k for k, run in enumerate(result.runs) if run["point"] == i and not result.diverged[k]]
-        if not ok:
-            continue
-        curves = np.stack([result.metrics[k]["episode_return"] for k in ok]).astype(np.float64)
-        steps = np.arange(1, curves.shape[1] + 1) * result.batch_sizes[ok[0]]
-        with _quiet_nan_warnings():
-            mean = np.nanmean(curves, axis=0)
-            se = np.nanstd(curves, axis=0, ddof=1) / math.sqrt(len(ok)) if len(ok) > 1 else 0 * mean
-        (line,) = ax.plot(steps, mean, label=label(point), lw=1.2)
-        ax.fill_between(steps, mean - se, mean + se, alpha=0.15, color=line.get_color())
-    ax.set(xlabel="environment steps", ylabel="episode return (mean ± s.e. over seeds)",
-           title=f"{result.base.env}: learning curves")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    written.append(folder / "learning_curves.png")
-    fig.savefig(written[-1], dpi=110)
-    plt.close(fig)
+        if ok:
+            curves = np.stack([result.metrics[k]["episode_return"] for k in ok])
+            _band(ax, np.arange(1, curves.shape[1] + 1) * result.batch_sizes[ok[0]], curves, label(point), lw=1.2)
+    written.append(_save(fig, ax, folder / "learning_curves.png", 7, xlabel="environment steps",
+                         ylabel="episode return (mean ± s.e. over seeds)",
+                         title=f"{result.base.env}: learning curves"))
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for row, point in zip(rows, result.points):
         c = np.asarray(row["clip_fraction_by_epoch"], np.float64)
         ax.plot(np.arange(1, c.size + 1), c, marker="o", ms=3, label=label(point))
-    ax.set(xlabel="epoch within an update", ylabel="clip fraction (mean over updates and seeds)",
-           title="How much each epoch is clipped")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    written.append(folder / "clip_fraction_by_epoch.png")
-    fig.savefig(written[-1], dpi=110)
-    plt.close(fig)
+    written.append(_save(fig, ax, folder / "clip_fraction_by_epoch.png", 7, xlabel="epoch within an update",
+                         ylabel="clip fraction (mean over updates and seeds)",
+                         title="How much each epoch is clipped"))
 
     if len(swept) >= 2:
         a, b = swept[0], swept[1]

@@ -7,6 +7,16 @@ import jax.numpy as jnp
 from flax import struct
 
 
+class Wrapper:
+    """Wraps an environment of the protocol and keeps its description."""
+
+    def __init__(self, env):
+        self.env = env
+        self.obs_size = env.obs_size
+        self.action_space = env.action_space
+        self.max_episode_steps = env.max_episode_steps
+
+
 @struct.dataclass
 class EpisodeStatsState:
     env_state: object
@@ -14,7 +24,7 @@ class EpisodeStatsState:
     episode_length: jnp.ndarray
 
 
-class EpisodeStats:
+class EpisodeStats(Wrapper):
     """Accumulates each episode's undiscounted return and length.
 
     On every step `info` carries `episode_done` (terminated or truncated) and the running
@@ -22,12 +32,6 @@ class EpisodeStats:
     episode, that episode's totals. Counters restart when `AutoReset` swaps in a fresh
     state from `reset`.
     """
-
-    def __init__(self, env):
-        self.env = env
-        self.obs_size = env.obs_size
-        self.action_space = env.action_space
-        self.max_episode_steps = env.max_episode_steps
 
     def reset(self, key):
         obs, state = self.env.reset(key)
@@ -41,7 +45,7 @@ class EpisodeStats:
         return obs, EpisodeStatsState(env_state, ret, length), reward, terminated, truncated, info
 
 
-class AutoReset:
+class AutoReset(Wrapper):
     """Starts a new episode after every terminated or truncated step.
 
     `step(key, state, action, reset=None)`: when the step ends an episode, the returned
@@ -50,12 +54,6 @@ class AutoReset:
     ended on (always the observation the step led to). Passing `reset` lets the rollout
     compute all resets of a rollout in one batched call instead of one per step.
     """
-
-    def __init__(self, env):
-        self.env = env
-        self.obs_size = env.obs_size
-        self.action_space = env.action_space
-        self.max_episode_steps = env.max_episode_steps
 
     def reset(self, key):
         return self.env.reset(key)
