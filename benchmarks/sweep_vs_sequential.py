@@ -22,7 +22,6 @@ from purejaxppo.parallel import use_all_cpu_cores
 use_all_cpu_cores()
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 
 import purejaxppo as ppo  # noqa: E402
 from purejaxppo.sweep import load_sweep, plan, sweep  # noqa: E402

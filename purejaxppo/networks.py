@@ -10,7 +10,6 @@ import math
 from typing import Sequence
 
 import flax.linen as nn
-import jax.numpy as jnp
 
 from purejaxppo.distributions import Categorical, DiagGaussian
 

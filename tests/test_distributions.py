@@ -1,7 +1,6 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from scipy import stats
 
 from purejaxppo.distributions import Categorical, DiagGaussian
