@@ -70,36 +70,58 @@ class ShardedRuns:
     Runs are laid out as [devices, runs per device]; the device axis is sharded and each
     device vmaps its runs, or, with `chunk=N`, runs them N at a time
     (`jax.lax.map(..., batch_size=N)`) to bound memory: same numbers either way.
+    `ShardedRuns.buckets([(fn_a, args_a), (fn_b, args_b), ...])` puts several such run
+    sets (e.g. programs of different shapes) into the same single compiled program;
+    calling it returns one output per bucket.
     """
 
     def __init__(self, fn, *args, devices=None, chunk: int | None = None):
+        self._single = True
+        self._setup([(fn, args)], devices, chunk)
+
+    @classmethod
+    def buckets(cls, pairs, devices=None, chunk: int | None = None) -> "ShardedRuns":
+        runs = cls.__new__(cls)
+        runs._single = False
+        runs._setup(list(pairs), devices, chunk)
+        return runs
+
+    def _setup(self, pairs, devices, chunk):
         devices = list(devices if devices is not None else jax.devices())
-        self.num_runs = int(jax.tree.leaves(args)[0].shape[0])
-        # no more devices than runs: a lone run is not copied onto every device
-        devices = devices[: min(len(devices), self.num_runs)]
-        self.num_devices = len(devices)
-        self.padded_runs = padded = -(-self.num_runs // self.num_devices) * self.num_devices
-        per_device = padded // self.num_devices
+        self._layouts, laid_out_args, programs = [], [], []
+        for fn, args in pairs:
+            num_runs = int(jax.tree.leaves(args)[0].shape[0])
+            # no more devices than runs: a lone run is not copied onto every device
+            used = devices[: min(len(devices), num_runs)]
+            padded = -(-num_runs // len(used)) * len(used)
+            per_device = padded // len(used)
+            self._layouts.append((num_runs, len(used), padded))
 
-        def on_device(*device_args):
-            if chunk is None or chunk >= per_device:
-                return jax.vmap(fn)(*device_args)
-            return jax.lax.map(lambda a: fn(*a), device_args, batch_size=chunk)
+            def on_device(*device_args, fn=fn, per_device=per_device):
+                if chunk is None or chunk >= per_device:
+                    return jax.vmap(fn)(*device_args)
+                return jax.lax.map(lambda a: fn(*a), device_args, batch_size=chunk)
 
-        sharding = NamedSharding(Mesh(np.array(devices), ("runs",)), PartitionSpec("runs"))
-        laid_out = jax.tree.map(lambda x: np.asarray(x).reshape(self.num_devices, per_device, *x.shape[1:]),
-                                _pad(args, padded))
-        # every process holds the same inputs and places the slices of its own devices
-        self._args = jax.tree.map(
-            lambda x: jax.make_array_from_callback(x.shape, sharding, lambda index: x[index]), laid_out)
+            programs.append(jax.vmap(on_device))
+            sharding = NamedSharding(Mesh(np.array(used), ("runs",)), PartitionSpec("runs"))
+            laid_out = jax.tree.map(lambda x: np.asarray(x).reshape(len(used), per_device, *x.shape[1:]),
+                                    _pad(args, padded))
+            # every process holds the same inputs and places the slices of its own devices
+            laid_out_args.append(jax.tree.map(
+                lambda x: jax.make_array_from_callback(x.shape, sharding, lambda index: x[index]), laid_out))
+        self.num_runs, self.num_devices, self.padded_runs = self._layouts[0]
+        self._args = laid_out_args
         start = time.perf_counter()
-        self._compiled = jax.jit(jax.vmap(on_device)).lower(*self._args).compile()
+        self._compiled = jax.jit(
+            lambda all_args: [program(*a) for program, a in zip(programs, all_args)]).lower(self._args).compile()
         self.compile_seconds = time.perf_counter() - start
 
     def __call__(self):
-        out = self._compiled(*self._args)
+        outs = self._compiled(self._args)
         if jax.process_count() > 1:  # every process gets every run's results (as numpy)
             from jax.experimental import multihost_utils
 
-            out = multihost_utils.process_allgather(out, tiled=True)
-        return jax.tree.map(lambda x: x.reshape(self.padded_runs, *x.shape[2:])[: self.num_runs], out)
+            outs = multihost_utils.process_allgather(outs, tiled=True)
+        outs = [jax.tree.map(lambda x: x.reshape(padded, *x.shape[2:])[:num_runs], out)
+                for out, (num_runs, _, padded) in zip(outs, self._layouts)]
+        return outs[0] if self._single else outs

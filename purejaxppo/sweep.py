@@ -17,9 +17,10 @@ A sweep file is an ordinary config (flat `PPOConfig` keys) plus a `sweep:` secti
 
 Every run's config is checked before anything compiles. Runs whose static fields
 (network, env, batch shape, ...) agree form a group: one compile per group, its runs
-(points × seeds) flattened to one run axis and sharded over every device. When
-`update_epochs` varies inside a group, the group's `max_epochs` is the largest value
-and the masked epochs change nothing, so the results equal separately compiled runs.
+(points × seeds) flattened to one run axis and sharded over every device. Under vmap a
+masked epoch would be computed and discarded, so inside a group the runs are bucketed
+by `update_epochs` (unless `max_epochs` is set): each bucket scans only its own epochs,
+all buckets in the same single compiled program.
 """
 
 from __future__ import annotations
@@ -261,28 +262,38 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
         order = [(i, s) for i in group.point_indices for s in range(spec.seeds)]
         if on_group is not None:
             on_group(g, len(groups), group, len(order))
-        keys = jnp.stack([seed_keys[s] for _, s in order])
-        hps = [HParams.from_config(configs[i]) for i, _ in order]
-        hparams = jax.tree.map(lambda *xs: jnp.stack(xs), *hps)
-        train = make_train(group.config, eval_episodes=spec.eval_episodes)
-        sharded = ShardedRuns(train, keys, hparams, chunk=max_parallel)
+        # Under vmap a masked epoch is computed and then discarded, so runs are bucketed by
+        # update_epochs, each bucket scanning only its own epochs, all in one program.
+        buckets: dict[int, list] = {}
+        for i, s in order:
+            epochs = configs[i].update_epochs if cfg.max_epochs is None else group.config.max_epochs
+            buckets.setdefault(epochs, []).append((i, s))
+        pairs = []
+        for epochs, members in buckets.items():
+            train = make_train(dataclasses.replace(group.config, max_epochs=epochs),
+                               eval_episodes=spec.eval_episodes)
+            keys = jnp.stack([seed_keys[s] for _, s in members])
+            hparams = jax.tree.map(lambda *xs: jnp.stack(xs), *[HParams.from_config(configs[i]) for i, _ in members])
+            pairs.append((train, (keys, hparams)))
+        sharded = ShardedRuns.buckets(pairs, chunk=max_parallel)
         compile_seconds += sharded.compile_seconds
         start = time.perf_counter()
-        out = jax.block_until_ready(sharded())
+        outs = jax.block_until_ready(sharded())
         run_seconds += time.perf_counter() - start
-        group_metrics = jax.tree.map(np.asarray, out.metrics)
-        group_eval = jax.tree.map(np.asarray, out.evaluation)
-        finite_params = np.asarray(jax.vmap(
-            lambda p: jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(p)])))(
-                out.runner_state.params))
-        finite_loss = np.all(np.isfinite(group_metrics["total_loss"]), axis=1)
-        for j, (i, s) in enumerate(order):
-            k = i * spec.seeds + s
-            runs[k] = {"point": i, "seed": first_seed + s, **points[i]}
-            metrics[k] = {name: v[j] for name, v in group_metrics.items()}
-            evaluation[k] = {name: v[j] for name, v in group_eval.items()}
-            batch_sizes[k] = group.config.batch_size
-            diverged[k] = not (finite_params[j] and finite_loss[j])
+        for members, out in zip(buckets.values(), outs):
+            group_metrics = jax.tree.map(np.asarray, out.metrics)
+            group_eval = jax.tree.map(np.asarray, out.evaluation)
+            finite_params = np.asarray(jax.vmap(
+                lambda p: jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(p)])))(
+                    out.runner_state.params))
+            finite_loss = np.all(np.isfinite(group_metrics["total_loss"]), axis=1)
+            for j, (i, s) in enumerate(members):
+                k = i * spec.seeds + s
+                runs[k] = {"point": i, "seed": first_seed + s, **points[i]}
+                metrics[k] = {name: v[j] for name, v in group_metrics.items()}
+                evaluation[k] = {name: v[j] for name, v in group_eval.items()}
+                batch_sizes[k] = group.config.batch_size
+                diverged[k] = not (finite_params[j] and finite_loss[j])
     return SweepResult(points, runs, metrics, evaluation, batch_sizes, diverged, len(groups),
                        compile_seconds, run_seconds, spec, cfg)
 
