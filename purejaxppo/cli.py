@@ -19,6 +19,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config key (repeatable), e.g. --set lr=3e-4")
+    train.add_argument("--max-parallel", type=int, metavar="N",
+                       help="at most N seeds in flight per device (chunks; same numbers)")
     train.add_argument("--out", help="run folder (default runs/<env>-<time>); must not hold files")
     sweep = sub.add_parser("sweep", help="seeds x hyperparameter grid, one compile per static group")
     sweep.add_argument("spec", help="sweep YAML: a config plus a sweep: section, e.g. configs/sweeps/clip_epochs.yaml")
@@ -54,6 +56,8 @@ def train_command(args) -> int:
     cfg = load_config(args.config, overrides)
     if args.seeds < 1:
         raise ConfigError("--seeds", args.seeds, "must be at least 1")
+    if args.max_parallel is not None and args.max_parallel < 1:
+        raise ConfigError("--max-parallel", args.max_parallel, "must be at least 1")
     folder = _run_folder(args.out, cfg.env)  # checked before compiling
 
     import jax
@@ -75,7 +79,7 @@ def train_command(args) -> int:
         task = bar.add_task("compiling", total=cfg.num_updates)
         train = make_train(cfg, progress=lambda done: bar.update(task, completed=int(done)))
         keys = jax.numpy.stack([jax.random.PRNGKey(s) for s in seeds])
-        runs = ShardedRuns(train, keys)
+        runs = ShardedRuns(train, keys, chunk=args.max_parallel)  # refuses what would not fit in memory
         compile_seconds = runs.compile_seconds
         bar.update(task, description=f"training on {runs.num_devices} device(s)")
         start = time.perf_counter()
@@ -99,14 +103,11 @@ def train_command(args) -> int:
 
 
 def sweep_command(args) -> int:
-    from purejaxppo.sweep import load_sweep, parse_grid_option, plan
+    from purejaxppo.sweep import load_sweep, parse_grid_option
 
     overrides = dict(parse_override(item) for item in args.set)
     grid = dict(parse_grid_option(item) for item in args.grid) or None
     base, spec = load_sweep(args.spec, overrides, grid=grid, seeds=args.seeds)
-    if args.max_parallel is not None and args.max_parallel < 1:
-        raise ConfigError("--max-parallel", args.max_parallel, "must be at least 1")
-    points, _, groups = plan(base, spec)  # checks every run's config before compiling
     folder = _run_folder(args.out, f"sweep-{base.env}")
 
     import jax
@@ -118,14 +119,16 @@ def sweep_command(args) -> int:
     from purejaxppo.sweep import sweep, swept_keys
 
     console = Console()
-    n_runs = len(points) * spec.seeds
-    console.print(f"[bold]{base.env}[/]: {len(points)} point(s) x {spec.seeds} seed(s) = {n_runs} runs, "
-                  f"{len(groups)} compile(s), on {len(jax.devices())} device(s)")
+
+    def on_plan(points, groups):  # every run's config is checked by now; nothing compiled yet
+        console.print(f"[bold]{base.env}[/]: {len(points)} point(s) x {spec.seeds} seed(s) = "
+                      f"{len(points) * spec.seeds} runs, {len(groups)} compile(s), on {len(jax.devices())} device(s)")
 
     def on_group(g, n_groups, group, runs):
         console.print(f"group {g + 1}/{n_groups}: {runs} runs, compiling and running ...")
 
-    result = sweep(base, spec=spec, first_seed=args.seed, max_parallel=args.max_parallel, on_group=on_group)
+    result = sweep(base, spec=spec, first_seed=args.seed, max_parallel=args.max_parallel, on_plan=on_plan,
+                   on_group=on_group)
     if not is_writer():
         console.print(f"process {jax.process_index()}: done; process 0 writes the results")
         return 0

@@ -8,6 +8,13 @@ backend) makes each core a host device, so runs spread over the cores.
 Several processes (hosts): after `init_distributed_from_env()` every process builds the
 same inputs, computes the shard on its own devices, and gets the gathered outputs;
 only `is_writer()` (process 0) should write them.
+
+Memory is checked before anything runs, so a sweep too big for the device fails with a
+clear error instead of an out-of-memory crash (on a CPU: the kernel killing the process).
+Before compiling, the shapes of the results are traced: if the results alone do not fit,
+no chunking can help. After compiling, XLA's own account of the program's memory per
+device (arguments + results + temporaries) is compared with what the device has free;
+temporaries grow with the runs in flight, so the error says how many would fit.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from purejaxppo.config import ConfigError
 
 CPU_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 
@@ -53,6 +62,32 @@ def is_writer() -> bool:
     return jax.process_index() == 0
 
 
+def free_memory_bytes(device) -> int | None:
+    """Bytes one device can still allocate: the accelerator's own count, or on a CPU the
+    host's available memory shared by this process's CPU devices. None if unknown."""
+    stats = device.memory_stats() if hasattr(device, "memory_stats") else None
+    if stats and "bytes_limit" in stats:
+        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    try:
+        with open("/proc/meminfo") as meminfo:
+            fields = dict(line.split(":", 1) for line in meminfo)
+        available = int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return None
+    return available // max(1, len(jax.local_devices(backend=device.platform)))
+
+
+def _size(n: float) -> str:
+    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"
+
+
+def _nbytes(tree) -> int:
+    return sum(int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(tree))
+
+
 def _pad(tree, size: int):
     def pad(x):
         extra = size - x.shape[0]
@@ -70,23 +105,26 @@ class ShardedRuns:
     Runs are laid out as [devices, runs per device]; the device axis is sharded and each
     device vmaps its runs, or, with `chunk=N`, runs them N at a time
     (`jax.lax.map(..., batch_size=N)`) to bound memory: same numbers either way.
+    `memory_bytes` is the memory per device to plan for (default: what it has free);
+    a program that does not fit raises ConfigError before it runs (see the module doc).
     `ShardedRuns.buckets([(fn_a, args_a), (fn_b, args_b), ...])` puts several such run
     sets (e.g. programs of different shapes) into the same single compiled program;
     calling it returns one output per bucket.
     """
 
-    def __init__(self, fn, *args, devices=None, chunk: int | None = None):
+    def __init__(self, fn, *args, devices=None, chunk: int | None = None, memory_bytes: int | None = None):
         self._single = True
-        self._setup([(fn, args)], devices, chunk)
+        self._setup([(fn, args)], devices, chunk, memory_bytes)
 
     @classmethod
-    def buckets(cls, pairs, devices=None, chunk: int | None = None) -> "ShardedRuns":
+    def buckets(cls, pairs, devices=None, chunk: int | None = None,
+                memory_bytes: int | None = None) -> "ShardedRuns":
         runs = cls.__new__(cls)
         runs._single = False
-        runs._setup(list(pairs), devices, chunk)
+        runs._setup(list(pairs), devices, chunk, memory_bytes)
         return runs
 
-    def _setup(self, pairs, devices, chunk):
+    def _setup(self, pairs, devices, chunk, memory_bytes):
         devices = list(devices if devices is not None else jax.devices())
         self._layouts, laid_out_args, programs = [], [], []
         for fn, args in pairs:
@@ -111,10 +149,42 @@ class ShardedRuns:
                 lambda x: jax.make_array_from_callback(x.shape, sharding, lambda index: x[index]), laid_out))
         self.num_runs, self.num_devices, self.padded_runs = self._layouts[0]
         self._args = laid_out_args
+        # runs computed at once on a device (the largest bucket's)
+        self.in_flight = max(min(chunk or padded // used, padded // used) for _, used, padded in self._layouts)
+        if memory_bytes is None:
+            memory_bytes = free_memory_bytes(devices[0])
+        self.memory_bytes = memory_bytes
+        jitted = jax.jit(lambda all_args: [program(*a) for program, a in zip(programs, all_args)])
         start = time.perf_counter()
-        self._compiled = jax.jit(
-            lambda all_args: [program(*a) for program, a in zip(programs, all_args)]).lower(self._args).compile()
+        lowered = jitted.lower(self._args)
+        if memory_bytes is not None:  # before compiling: the results alone must fit
+            results = sum(_nbytes(out) // used for out, (_, used, _) in zip(lowered.out_info, self._layouts))
+            if results > memory_bytes:
+                raise ConfigError("runs", self.num_runs,
+                                  f"their results alone need {_size(results)} per device, more than the "
+                                  f"{_size(memory_bytes)} it has free; run fewer runs or updates at a time")
+        self._compiled = lowered.compile()
         self.compile_seconds = time.perf_counter() - start
+        self.memory = self._compiled.memory_analysis()  # per device; None where XLA does not say
+        if memory_bytes is not None and self.memory is not None:
+            self._check_memory(memory_bytes)
+
+    def _check_memory(self, memory_bytes: int) -> None:
+        held = self.memory.argument_size_in_bytes + self.memory.output_size_in_bytes
+        temp = self.memory.temp_size_in_bytes
+        if held + temp <= memory_bytes:
+            return
+        # Working memory grows with the runs in flight; in chunks, each run in flight also
+        # stages its results (measured: temp(k) ~ (k + 1) x that, k runs per chunk).
+        runs_per_device = sum(padded // used for _, used, padded in self._layouts)
+        staged = self.memory.output_size_in_bytes / runs_per_device
+        fits = int((memory_bytes - held - staged) // (temp / self.in_flight + staged))
+        advice = (f"at most {fits} at once fit: set max_parallel (--max-parallel) to {fits}"
+                  if fits >= 1 else "even one run at a time does not fit: use fewer environments or steps")
+        raise ConfigError("runs in flight", self.in_flight,
+                          f"the compiled program needs {_size(held + temp)} per device "
+                          f"({_size(temp)} working memory for {self.in_flight} runs at once, {_size(held)} inputs "
+                          f"and results), more than the {_size(memory_bytes)} free; {advice}")
 
     def __call__(self):
         outs = self._compiled(self._args)

@@ -39,22 +39,29 @@ def act(network, action_space, params, obs, key, deterministic=False):
     return env_action, action, log_prob, value
 
 
-def rollout(env, policy, env_state, obs, key, num_steps):
+def rollout(env, policy, env_state, obs, key, num_steps, batch_resets=True):
     """Run `policy(obs, key) -> (env_action, action, log_prob, value)` for num_steps.
 
-    `env` is an `AutoReset` environment; the fresh episodes it may need are drawn up
-    front for every (step, env) in one batched call, outside the sequential loop, as are
-    all random keys. Returns (env_state, obs, Transition[num_steps, num_envs]).
+    `env` is an `AutoReset` environment. All random keys are drawn up front. With
+    `batch_resets`, the fresh episodes it may need are also computed up front for every
+    (step, env) in one batched call outside the sequential loop (faster; memory grows
+    with num_steps x num_envs x state size); without, each step computes its own from the
+    same keys (same results, memory of one step). Returns
+    (env_state, obs, Transition[num_steps, num_envs]).
     """
     num_envs = obs.shape[0]
     act_key, step_key, reset_key = jax.random.split(key, 3)
     act_keys = jax.random.split(act_key, num_steps)
     step_keys = jax.random.split(step_key, (num_steps, num_envs))
-    resets = jax.vmap(jax.vmap(env.reset))(jax.random.split(reset_key, (num_steps, num_envs)))
+    resets = jax.random.split(reset_key, (num_steps, num_envs))
+    if batch_resets:
+        resets = jax.vmap(jax.vmap(env.reset))(resets)
 
     def step(carry, inputs):
         env_state, obs = carry
         act_key, step_keys, reset = inputs
+        if not batch_resets:
+            reset = jax.vmap(env.reset)(reset)
         env_action, action, log_prob, value = policy(obs, act_key)
         next_obs, env_state, reward, terminated, truncated, info = jax.vmap(env.step)(
             step_keys, env_state, env_action, reset)

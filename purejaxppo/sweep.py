@@ -232,16 +232,15 @@ class SweepResult:
 
 def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | None = None, *,
           spec: SweepSpec | None = None, first_seed: int = 0, max_parallel: int | None = None,
+          on_plan: Callable[[list[dict], list[Group]], None] | None = None,
           on_group: Callable[[int, int, Group, int], None] | None = None) -> SweepResult:
     """Run every point × seed; one compile per static group. Seed s of every point uses
     `jax.random.PRNGKey(first_seed + s)`, so run k equals `make_train(point config)` with
-    that key. `max_parallel` bounds the runs in flight per device (chunks, same numbers)."""
-    import jax
-    import jax.numpy as jnp
-
-    from purejaxppo.parallel import ShardedRuns
-    from purejaxppo.train import make_train
-
+    that key. `max_parallel` bounds the runs in flight per device (chunks, same numbers).
+    Every run's config is checked before anything compiles; then `on_plan(points, groups)`
+    is called, and `on_group(g, groups, group, runs)` before each group compiles. A group
+    that would not fit in device memory raises ConfigError before it runs, naming the
+    `max_parallel` that fits."""
     if spec is None:
         spec = make_spec(grid=grid, seeds=seeds)
     elif grid is not None or seeds is not None:
@@ -250,14 +249,21 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
                                      or max_parallel < 1):
         raise ConfigError("max_parallel", max_parallel, "must be an integer of at least 1")
     points, configs, groups = plan(cfg, spec)
+    if on_plan is not None:
+        on_plan(points, groups)
+
+    import jax
+    import jax.numpy as jnp
+
+    from purejaxppo.parallel import ShardedRuns
+    from purejaxppo.train import make_train
+
     n_runs = len(points) * spec.seeds
-    runs: list[dict | None] = [None] * n_runs
-    metrics: list[dict | None] = [None] * n_runs
-    evaluation: list[dict | None] = [None] * n_runs
-    batch_sizes = [0] * n_runs
-    diverged = np.zeros(n_runs, bool)
     compile_seconds = run_seconds = 0.0
     seed_keys = [jax.random.PRNGKey(first_seed + s) for s in range(spec.seeds)]
+    # Compile (and check the memory of) every group before any runs, so a group that
+    # cannot fit stops the sweep before any results exist to lose.
+    compiled = []
     for g, group in enumerate(groups):
         order = [(i, s) for i in group.point_indices for s in range(spec.seeds)]
         if on_group is not None:
@@ -277,10 +283,18 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
             pairs.append((train, (keys, hparams)))
         sharded = ShardedRuns.buckets(pairs, chunk=max_parallel)
         compile_seconds += sharded.compile_seconds
+        compiled.append((group, list(buckets.values()), sharded))
+
+    runs: list[dict | None] = [None] * n_runs
+    metrics: list[dict | None] = [None] * n_runs
+    evaluation: list[dict | None] = [None] * n_runs
+    batch_sizes = [0] * n_runs
+    diverged = np.zeros(n_runs, bool)
+    for group, buckets, sharded in compiled:
         start = time.perf_counter()
         outs = jax.block_until_ready(sharded())
         run_seconds += time.perf_counter() - start
-        for members, out in zip(buckets.values(), outs):
+        for members, out in zip(buckets, outs):
             group_metrics = jax.tree.map(np.asarray, out.metrics)
             group_eval = jax.tree.map(np.asarray, out.evaluation)
             finite_params = np.asarray(jax.vmap(

@@ -94,3 +94,47 @@ def test_two_processes_on_loopback_equal_one(tmp_path):
             if a[key] == b[key]:
                 continue
             assert abs(float(a[key]) - float(b[key])) <= 1e-5 * max(1.0, abs(float(b[key]))), (key, a[key], b[key])
+
+
+def _tiny_runs():
+    import jax
+    import purejaxppo as ppo
+
+    cfg = ppo.make_config(dict(num_envs=4, num_steps=16, num_minibatches=2, update_epochs=2,
+                               total_timesteps=4 * 16 * 2))
+    return ppo.make_train(cfg), jax.random.split(jax.random.PRNGKey(5), 8)
+
+
+def test_results_that_cannot_fit_are_refused_before_compiling(monkeypatch):
+    import jax
+    from purejaxppo.config import ConfigError
+    from purejaxppo.parallel import ShardedRuns
+
+    def compile_called(*args, **kwargs):
+        raise AssertionError("compiled although the results cannot fit")
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", compile_called)
+    train, keys = _tiny_runs()
+    with pytest.raises(ConfigError, match="results alone need"):
+        ShardedRuns(train, keys, memory_bytes=10_000)
+
+
+def test_too_many_runs_in_flight_are_refused_with_a_max_parallel_that_fits():
+    import re
+
+    from purejaxppo.config import ConfigError
+    from purejaxppo.parallel import ShardedRuns
+
+    train, keys = _tiny_runs()
+    runs = ShardedRuns(train, keys)  # the free memory of this machine: fits
+    assert runs.in_flight == -(-8 // runs.num_devices)  # all of a device's runs at once
+    held = runs.memory.argument_size_in_bytes + runs.memory.output_size_in_bytes
+    limit = held + runs.memory.temp_size_in_bytes * 3 // 4
+    with pytest.raises(ConfigError, match="runs in flight") as refused:
+        runs._check_memory(limit)  # what ShardedRuns(train, keys, memory_bytes=limit) raises after compiling
+    fits = int(re.search(r"set max_parallel \(--max-parallel\) to (\d+)", str(refused.value)).group(1))
+    assert 1 <= fits < runs.in_flight
+    chunked = ShardedRuns(train, keys, chunk=fits, memory_bytes=limit)  # the advice holds: no error
+    assert chunked.in_flight == fits
+    memory = chunked.memory
+    assert memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes <= limit

@@ -137,3 +137,22 @@ def test_evaluation_of_the_final_policy():
     again = evaluate(env, make_network(cfg, env), out.runner_state.params,
                      jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(0), 1), True), 6, True)
     np.testing.assert_array_equal(again, det)
+
+
+def test_rollout_resets_batched_or_per_step_give_the_same_trajectory():
+    """Training batches every reset up front; evaluation computes them step by step to
+    keep memory flat. Same keys, so the trajectories must agree exactly."""
+    import functools
+
+    from purejaxppo.rollout import rollout
+
+    cfg = ppo.make_config(dict(TINY, env_params={"max_steps_in_episode": 5}))  # several resets in 40 steps
+    env = ppo.make_env(cfg)
+    net = make_network(cfg, env)
+    obs, state = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(1), 3))
+    params = net.init(jax.random.PRNGKey(2), obs[0])
+    policy = functools.partial(act, net, env.action_space, params)
+    outs = [jax.jit(lambda s, o, batched=batched: rollout(env, policy, s, o, jax.random.PRNGKey(3), 40, batched))(
+        state, obs) for batched in (True, False)]
+    assert int(np.sum(outs[0][2].episode_done)) >= 3
+    chex.assert_trees_all_equal(outs[0], outs[1])
