@@ -88,6 +88,15 @@ def _nbytes(tree) -> int:
     return sum(int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(tree))
 
 
+def _runs_per_device(num_runs: int, devices: int, chunk: int | None) -> int:
+    """Runs on each device, padded so that chunks divide them (lax.map would otherwise
+    compile the remainder as a second copy of the program, with memory of its own)."""
+    per_device = -(-num_runs // devices)
+    if chunk is not None and chunk < per_device:
+        per_device = -(-per_device // chunk) * chunk
+    return per_device
+
+
 def _pad(tree, size: int):
     def pad(x):
         extra = size - x.shape[0]
@@ -104,7 +113,8 @@ class ShardedRuns:
 
     Runs are laid out as [devices, runs per device]; the device axis is sharded and each
     device vmaps its runs, or, with `chunk=N`, runs them N at a time
-    (`jax.lax.map(..., batch_size=N)`) to bound memory: same numbers either way.
+    (`jax.lax.map(..., batch_size=N)`, runs per device padded to a multiple of N) to
+    bound memory: same numbers either way.
     `memory_bytes` is the memory per device to plan for (default: what it has free);
     a program that does not fit raises ConfigError before it runs (see the module doc).
     `ShardedRuns.buckets([(fn_a, args_a), (fn_b, args_b), ...])` puts several such run
@@ -131,8 +141,8 @@ class ShardedRuns:
             num_runs = int(jax.tree.leaves(args)[0].shape[0])
             # no more devices than runs: a lone run is not copied onto every device
             used = devices[: min(len(devices), num_runs)]
-            padded = -(-num_runs // len(used)) * len(used)
-            per_device = padded // len(used)
+            per_device = _runs_per_device(num_runs, len(used), chunk)
+            padded = per_device * len(used)
             self._layouts.append((num_runs, len(used), padded))
 
             def on_device(*device_args, fn=fn, per_device=per_device):
@@ -170,21 +180,29 @@ class ShardedRuns:
             self._check_memory(memory_bytes)
 
     def _check_memory(self, memory_bytes: int) -> None:
-        held = self.memory.argument_size_in_bytes + self.memory.output_size_in_bytes
-        temp = self.memory.temp_size_in_bytes
-        if held + temp <= memory_bytes:
+        memory = self.memory
+        need = memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes
+        if need <= memory_bytes:
             return
-        # Working memory grows with the runs in flight; in chunks, each run in flight also
-        # stages its results (measured: temp(k) ~ (k + 1) x that, k runs per chunk).
+        # Model, measured on CPU: k runs in flight per device need k x (working memory + results)
+        # of one run, plus one run's results staged; the results of all (padded) runs are held.
         runs_per_device = sum(padded // used for _, used, padded in self._layouts)
-        staged = self.memory.output_size_in_bytes / runs_per_device
-        fits = int((memory_bytes - held - staged) // (temp / self.in_flight + staged))
-        advice = (f"at most {fits} at once fit: set max_parallel (--max-parallel) to {fits}"
-                  if fits >= 1 else "even one run at a time does not fit: use fewer environments or steps")
+        results = memory.output_size_in_bytes / runs_per_device
+        chunked = self.in_flight < max(padded // used for _, used, padded in self._layouts)
+        per_run = ((memory.temp_size_in_bytes - results) / self.in_flight if chunked
+                   else memory.temp_size_in_bytes / self.in_flight + results)
+
+        def need_with(k):
+            held = sum(_runs_per_device(n, used, k) for n, used, _ in self._layouts) * results
+            return memory.argument_size_in_bytes + held + results + k * per_run
+
+        fits = next((k for k in range(self.in_flight - 1, 0, -1) if need_with(k) <= memory_bytes), 0)
+        advice = (f"about {fits} at once should fit: set max_parallel (--max-parallel) to {fits}" if fits
+                  else "even one run at a time does not fit: use fewer runs, environments or steps")
         raise ConfigError("runs in flight", self.in_flight,
-                          f"the compiled program needs {_size(held + temp)} per device "
-                          f"({_size(temp)} working memory for {self.in_flight} runs at once, {_size(held)} inputs "
-                          f"and results), more than the {_size(memory_bytes)} free; {advice}")
+                          f"the compiled program needs {_size(need)} per device ({_size(memory.temp_size_in_bytes)} "
+                          f"working memory for {self.in_flight} runs at once), more than the "
+                          f"{_size(memory_bytes)} free; {advice}")
 
     def __call__(self):
         outs = self._compiled(self._args)

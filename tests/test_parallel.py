@@ -132,7 +132,7 @@ def test_too_many_runs_in_flight_are_refused_with_a_max_parallel_that_fits():
     limit = held + runs.memory.temp_size_in_bytes * 3 // 4
     with pytest.raises(ConfigError, match="runs in flight") as refused:
         runs._check_memory(limit)  # what ShardedRuns(train, keys, memory_bytes=limit) raises after compiling
-    fits = int(re.search(r"set max_parallel \(--max-parallel\) to (\d+)", str(refused.value)).group(1))
+    fits = int(re.search(r"fit: set max_parallel \(--max-parallel\) to (\d+)", str(refused.value)).group(1))
     assert 1 <= fits < runs.in_flight
     chunked = ShardedRuns(train, keys, chunk=fits, memory_bytes=limit)  # the advice holds: no error
     assert chunked.in_flight == fits
