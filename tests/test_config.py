@@ -87,6 +87,7 @@ def run_cli(*args, cwd=None):
     (["train", CARTPOLE, "--set", "nonsense=1"], "nonsense"),
     (["train", CARTPOLE, "--set", "env=Pong"], "Pong-misc"),
     (["train", CARTPOLE, "--seeds", "0"], "--seeds=0"),
+    (["train", CARTPOLE, "--max-parallel", "0"], "--max-parallel=0"),
     (["train", "configs/missing.yaml"], "file not found"),
 ])
 def test_cli_bad_input_exits_2_without_traceback(args, needle):
