@@ -161,8 +161,9 @@ class ShardedRuns:
         self._args = laid_out_args
         # runs computed at once on a device (the largest bucket's)
         self.in_flight = max(min(chunk or padded // used, padded // used) for _, used, padded in self._layouts)
-        if memory_bytes is None:
-            memory_bytes = free_memory_bytes(devices[0])
+        if memory_bytes is None:  # this process's devices: another process's cannot be asked
+            local = [d for d in devices if d.process_index == jax.process_index()]
+            memory_bytes = free_memory_bytes(local[0]) if local else None
         self.memory_bytes = memory_bytes
         jitted = jax.jit(lambda all_args: [program(*a) for program, a in zip(programs, all_args)])
         start = time.perf_counter()
