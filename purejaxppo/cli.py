@@ -10,29 +10,29 @@ from pathlib import Path
 from purejaxppo.config import ConfigError, load_config, parse_override
 
 
+def _add_run_options(parser: argparse.ArgumentParser, runs: str, folder: str) -> None:
+    """Options every command that runs something takes."""
+    parser.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key (repeatable), e.g. --set lr=3e-4")
+    parser.add_argument("--max-parallel", type=int, metavar="N",
+                        help=f"at most N {runs} in flight per device (chunks; same numbers)")
+    parser.add_argument("--out", help=f"{folder}; must not hold files")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="purejaxppo", description="JAX-compiled PPO.")
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train one config over N seeds as one compiled program")
     train.add_argument("config", help="YAML config, e.g. configs/cartpole.yaml")
     train.add_argument("--seeds", type=int, default=1, help="number of seeds, vmapped (default 1)")
-    train.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
-    train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a config key (repeatable), e.g. --set lr=3e-4")
-    train.add_argument("--max-parallel", type=int, metavar="N",
-                       help="at most N seeds in flight per device (chunks; same numbers)")
-    train.add_argument("--out", help="run folder (default runs/<env>-<time>); must not hold files")
+    _add_run_options(train, "seeds", "run folder (default runs/<env>-<time>)")
     sweep = sub.add_parser("sweep", help="seeds x hyperparameter grid, one compile per static group")
     sweep.add_argument("spec", help="sweep YAML: a config plus a sweep: section, e.g. configs/sweeps/clip_epochs.yaml")
     sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                        help="add or replace a grid axis (repeatable), e.g. --grid clip_eps=0.1,0.2")
     sweep.add_argument("--seeds", type=int, help="seeds per grid point (overrides the file)")
-    sweep.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
-    sweep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a base config key (repeatable)")
-    sweep.add_argument("--max-parallel", type=int, metavar="N",
-                       help="at most N runs in flight per device (chunks; same numbers)")
-    sweep.add_argument("--out", help="sweep folder (default runs/sweep-<env>-<time>); must not hold files")
+    _add_run_options(sweep, "runs", "sweep folder (default runs/sweep-<env>-<time>)")
     return parser
 
 

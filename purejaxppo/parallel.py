@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -65,7 +66,7 @@ def is_writer() -> bool:
 def free_memory_bytes(device) -> int | None:
     """Bytes one device can still allocate: the accelerator's own count, or on a CPU the
     host's available memory shared by this process's CPU devices. None if unknown."""
-    stats = device.memory_stats() if hasattr(device, "memory_stats") else None
+    stats = device.memory_stats()
     if stats and "bytes_limit" in stats:
         return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
     try:
@@ -95,6 +96,18 @@ def _runs_per_device(num_runs: int, devices: int, chunk: int | None) -> int:
     if chunk is not None and chunk < per_device:
         per_device = -(-per_device // chunk) * chunk
     return per_device
+
+
+class _Layout(NamedTuple):
+    """One run set on the devices: `devices` x `per_device` slots, the first `num_runs` real."""
+
+    num_runs: int
+    devices: int
+    per_device: int
+
+    @property
+    def padded(self) -> int:
+        return self.devices * self.per_device
 
 
 def _pad(tree, size: int):
@@ -141,9 +154,9 @@ class ShardedRuns:
             num_runs = int(jax.tree.leaves(args)[0].shape[0])
             # no more devices than runs: a lone run is not copied onto every device
             used = devices[: min(len(devices), num_runs)]
-            per_device = _runs_per_device(num_runs, len(used), chunk)
-            padded = per_device * len(used)
-            self._layouts.append((num_runs, len(used), padded))
+            layout = _Layout(num_runs, len(used), _runs_per_device(num_runs, len(used), chunk))
+            self._layouts.append(layout)
+            per_device = layout.per_device
 
             def on_device(*device_args, fn=fn, per_device=per_device):
                 if chunk is None or chunk >= per_device:
@@ -153,14 +166,15 @@ class ShardedRuns:
             programs.append(jax.vmap(on_device))
             sharding = NamedSharding(Mesh(np.array(used), ("runs",)), PartitionSpec("runs"))
             laid_out = jax.tree.map(lambda x: np.asarray(x).reshape(len(used), per_device, *x.shape[1:]),
-                                    _pad(args, padded))
+                                    _pad(args, layout.padded))
             # every process holds the same inputs and places the slices of its own devices
             laid_out_args.append(jax.tree.map(
                 lambda x: jax.make_array_from_callback(x.shape, sharding, lambda index: x[index]), laid_out))
-        self.num_runs, self.num_devices, self.padded_runs = self._layouts[0]
+        first = self._layouts[0]
+        self.num_runs, self.num_devices, self.padded_runs = first.num_runs, first.devices, first.padded
         self._args = laid_out_args
         # runs computed at once on a device (the largest bucket's)
-        self.in_flight = max(min(chunk or padded // used, padded // used) for _, used, padded in self._layouts)
+        self.in_flight = max(min(chunk or layout.per_device, layout.per_device) for layout in self._layouts)
         if memory_bytes is None:  # this process's devices: another process's cannot be asked
             local = [d for d in devices if d.process_index == jax.process_index()]
             memory_bytes = free_memory_bytes(local[0]) if local else None
@@ -169,7 +183,7 @@ class ShardedRuns:
         start = time.perf_counter()
         lowered = jitted.lower(self._args)
         if memory_bytes is not None:  # before compiling: the results alone must fit
-            results = sum(_nbytes(out) // used for out, (_, used, _) in zip(lowered.out_info, self._layouts))
+            results = sum(_nbytes(out) // layout.devices for out, layout in zip(lowered.out_info, self._layouts))
             if results > memory_bytes:
                 raise ConfigError("runs", self.num_runs,
                                   f"their results alone need {_size(results)} per device, more than the "
@@ -187,14 +201,13 @@ class ShardedRuns:
             return
         # Model, measured on CPU: k runs in flight per device need k x (working memory + results)
         # of one run, plus one run's results staged; the results of all (padded) runs are held.
-        runs_per_device = sum(padded // used for _, used, padded in self._layouts)
-        results = memory.output_size_in_bytes / runs_per_device
-        chunked = self.in_flight < max(padded // used for _, used, padded in self._layouts)
+        results = memory.output_size_in_bytes / sum(layout.per_device for layout in self._layouts)
+        chunked = self.in_flight < max(layout.per_device for layout in self._layouts)
         per_run = ((memory.temp_size_in_bytes - results) / self.in_flight if chunked
                    else memory.temp_size_in_bytes / self.in_flight + results)
 
         def need_with(k):
-            held = sum(_runs_per_device(n, used, k) for n, used, _ in self._layouts) * results
+            held = sum(_runs_per_device(layout.num_runs, layout.devices, k) for layout in self._layouts) * results
             return memory.argument_size_in_bytes + held + results + k * per_run
 
         fits = next((k for k in range(self.in_flight - 1, 0, -1) if need_with(k) <= memory_bytes), 0)
@@ -211,6 +224,6 @@ class ShardedRuns:
             from jax.experimental import multihost_utils
 
             outs = multihost_utils.process_allgather(outs, tiled=True)
-        outs = [jax.tree.map(lambda x: x.reshape(padded, *x.shape[2:])[:num_runs], out)
-                for out, (num_runs, _, padded) in zip(outs, self._layouts)]
+        outs = [jax.tree.map(lambda x, layout=layout: x.reshape(layout.padded, *x.shape[2:])[:layout.num_runs], out)
+                for out, layout in zip(outs, self._layouts)]
         return outs[0] if self._single else outs
