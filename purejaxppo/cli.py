@@ -7,11 +7,25 @@ import sys
 import time
 from pathlib import Path
 
-from purejaxppo.config import ConfigError, load_config, parse_override
+from purejaxppo.config import ConfigError, load_config, parse_override, text_table
+from purejaxppo.errors import UsageError
+
+
+class _PrintConfigFields(argparse.Action):
+    """--help-config: print every config key (from config.FIELDS) and exit, like --help."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="list every config key (type, static/traced, default, rule, meaning) and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(text_table())
+        parser.exit()
 
 
 def _add_run_options(parser: argparse.ArgumentParser, runs: str, folder: str) -> None:
     """Options every command that runs something takes."""
+    parser.add_argument("--help-config", action=_PrintConfigFields)
     parser.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key (repeatable), e.g. --set lr=3e-4")
@@ -151,7 +165,7 @@ def main(argv=None) -> int:
     init_distributed_from_env()  # several processes: each computes its shard, process 0 writes
     try:
         return train_command(args) if args.command == "train" else sweep_command(args)
-    except ConfigError as error:
+    except UsageError as error:
         print(f"purejaxppo: error: {error}", file=sys.stderr)
         return 2
 

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from purejaxppo.config import ConfigError
+from purejaxppo.errors import ResourceError
 
 CPU_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 
@@ -129,7 +129,7 @@ class ShardedRuns:
     (`jax.lax.map(..., batch_size=N)`, runs per device padded to a multiple of N) to
     bound memory: same numbers either way.
     `memory_bytes` is the memory per device to plan for (default: what it has free);
-    a program that does not fit raises ConfigError before it runs (see the module doc).
+    a program that does not fit raises ResourceError before it runs (see the module doc).
     `ShardedRuns.buckets([(fn_a, args_a), (fn_b, args_b), ...])` puts several such run
     sets (e.g. programs of different shapes) into the same single compiled program;
     calling it returns one output per bucket.
@@ -185,9 +185,9 @@ class ShardedRuns:
         if memory_bytes is not None:  # before compiling: the results alone must fit
             results = sum(_nbytes(out) // layout.devices for out, layout in zip(lowered.out_info, self._layouts))
             if results > memory_bytes:
-                raise ConfigError("runs", self.num_runs,
-                                  f"their results alone need {_size(results)} per device, more than the "
-                                  f"{_size(memory_bytes)} it has free; run fewer runs or updates at a time")
+                raise ResourceError("runs", self.num_runs,
+                                    f"their results alone need {_size(results)} per device, more than the "
+                                    f"{_size(memory_bytes)} it has free; run fewer runs or updates at a time")
         self._compiled = lowered.compile()
         self.compile_seconds = time.perf_counter() - start
         self.memory = self._compiled.memory_analysis()  # per device; None where XLA does not say
@@ -213,10 +213,10 @@ class ShardedRuns:
         fits = next((k for k in range(self.in_flight - 1, 0, -1) if need_with(k) <= memory_bytes), 0)
         advice = (f"about {fits} at once should fit: set max_parallel (--max-parallel) to {fits}" if fits
                   else "even one run at a time does not fit: use fewer runs, environments or steps")
-        raise ConfigError("runs in flight", self.in_flight,
-                          f"the compiled program needs {_size(need)} per device ({_size(memory.temp_size_in_bytes)} "
-                          f"working memory for {self.in_flight} runs at once), more than the "
-                          f"{_size(memory_bytes)} free; {advice}")
+        raise ResourceError("runs in flight", self.in_flight,
+                            f"the compiled program needs {_size(need)} per device ({_size(memory.temp_size_in_bytes)} "
+                            f"working memory for {self.in_flight} runs at once), more than the "
+                            f"{_size(memory_bytes)} free; {advice}")
 
     def __call__(self):
         outs = self._compiled(self._args)

@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import yaml
 
-from purejaxppo.config import (STATIC_FIELDS, ConfigError, HParams, PPOConfig, _FIELDS, make_config,
+from purejaxppo.config import (FIELDS as _FIELDS, STATIC_FIELDS, ConfigError, HParams, PPOConfig, make_config,
                                parse_override)
 
 DISTRIBUTIONS = ("uniform", "loguniform", "choice")

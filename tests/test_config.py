@@ -109,3 +109,197 @@ def test_cli_refuses_to_overwrite_a_run_folder(tmp_path):
 def test_shipped_configs_load(name):
     cfg = ppo.load_config(f"configs/{name}.yaml")
     assert cfg.num_updates >= 1
+
+
+# --------------------------------------------------------------------------------------
+# One declaration per field: everything else is derived from config.FIELDS
+# --------------------------------------------------------------------------------------
+import ast  # noqa: E402
+import dataclasses  # noqa: E402
+import importlib.util  # noqa: E402
+import math  # noqa: E402
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import jax  # noqa: E402
+
+from purejaxppo import config, errors  # noqa: E402
+
+PACKAGE = Path(config.__file__).parent
+
+
+def test_the_config_classes_are_the_declared_fields():
+    names = tuple(config.FIELDS)
+    assert tuple(f.name for f in dataclasses.fields(ppo.PPOConfig)) == names
+    assert set(config.STATIC_FIELDS) | set(config.HPARAM_FIELDS) == set(names)
+    assert set(config.STATIC_FIELDS).isdisjoint(config.HPARAM_FIELDS)
+    # HParams has exactly the traced fields, in declaration order
+    assert tuple(f.name for f in dataclasses.fields(ppo.HParams)) == config.HPARAM_FIELDS
+    assert config.HPARAM_FIELDS == tuple(n for n, f in config.FIELDS.items() if f.traced)
+    defaults = ppo.PPOConfig()
+    for name, f in config.FIELDS.items():
+        assert getattr(defaults, name) == f.default, name
+    assert config.ACTION_KIND_FIELDS == {"log_std_init": "continuous"}
+    assert not hasattr(ppo.PPOConfig, "minibatch_size")
+
+
+def test_every_field_has_help_and_a_default_that_passes_its_own_checks():
+    for name, f in config.FIELDS.items():
+        assert f.help.strip() and "\n" not in f.help, name
+        assert f.type in config.TYPES, name
+        assert f.null is None or f.null.strip(), name
+    explicit = ppo.make_config({name: f.default for name, f in config.FIELDS.items()})
+    assert explicit == ppo.PPOConfig()
+    # the default env_params is a fresh dict per config, not one shared mutable default
+    assert ppo.PPOConfig().env_params is not ppo.PPOConfig().env_params
+
+
+def test_adding_a_field_to_the_table_is_enough(monkeypatch):
+    """A copy of config.py with one more Field: the config, HParams, checks and table follow."""
+    source = Path(config.__file__).read_text()
+    anchor = "FIELDS: Mapping[str, Field] = _table(\n"
+    assert source.count(anchor) == 1
+    source = source.replace(anchor, anchor + '    Field("new_knob", "float", 0.5, "a knob for this test", '
+                                              'traced=True, rules=(IN_0_1,)),\n')
+    name = "purejaxppo._config_with_new_knob"
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader=None))
+    monkeypatch.setitem(sys.modules, name, module)
+    exec(compile(source, config.__file__, "exec"), module.__dict__)
+
+    assert module.PPOConfig().new_knob == 0.5
+    assert "new_knob" in module.HPARAM_FIELDS and "new_knob" not in module.STATIC_FIELDS
+    cfg = module.make_config({"new_knob": "25e-2"})
+    assert cfg.new_knob == 0.25 and cfg.to_dict()["new_knob"] == 0.25
+    hp = module.HParams.from_config(cfg)
+    assert hp.new_knob.dtype == jnp.float32 and float(hp.new_knob) == 0.25
+    with pytest.raises(ConfigError, match=r"new_knob=2.0: must be in \[0, 1\]"):
+        module.make_config({"new_knob": 2})
+    assert "| `new_knob` | float | traced | `0.5` | in [0, 1] | a knob for this test |" in module.markdown_table()
+
+
+def test_hparams_follow_the_declared_types():
+    cfg = ppo.make_config({"vf_clip_eps": None, "target_kl": 0.02})
+    hp = ppo.HParams.from_config(cfg)
+    expected = {"bool": jnp.bool_, "int": jnp.int32, "float": jnp.float32}
+    for name in config.HPARAM_FIELDS:
+        value = getattr(hp, name)
+        assert value.shape == () and value.dtype == expected[config.FIELDS[name].type], name
+    assert math.isinf(float(hp.vf_clip_eps)) and float(hp.target_kl) == pytest.approx(0.02)
+    assert bool(hp.anneal_lr) is True and int(hp.update_epochs) == 4
+    # a pytree: replace, tree.map, stacking and vmap over a run axis
+    other = hp.replace(clip_eps=jnp.float32(0.1))
+    stacked = jax.tree.map(lambda *xs: jnp.stack(xs), hp, other)
+    assert stacked.clip_eps.shape == (2,)
+    doubled = jax.vmap(lambda h: h.clip_eps * 2)(stacked)
+    assert doubled.tolist() == pytest.approx([0.4, 0.2])
+
+
+@pytest.mark.parametrize("values, expected", [
+    (dict(total_timesteps=1.0e6), dict(total_timesteps=1_000_000)),  # YAML 1.0e+6 is a float
+    (dict(total_timesteps="5e5"), dict(total_timesteps=500_000)),  # YAML 5e5 is a string
+    (dict(lr="5e-4", gamma="1"), dict(lr=5e-4, gamma=1.0)),
+    (dict(vf_clip_eps=None, max_epochs=None, log_std_init=None), dict(vf_clip_eps=None, max_epochs=None)),
+    (dict(env_params=None, hidden_sizes=[32]), dict(env_params={}, hidden_sizes=(32,))),
+])
+def test_values_are_coerced_to_their_declared_type(values, expected):
+    cfg = ppo.make_config(values)
+    for name, value in expected.items():
+        assert getattr(cfg, name) == value and type(getattr(cfg, name)) is type(value), name
+
+
+def test_scientific_notation_from_yaml_and_the_command_line(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("total_timesteps: 5e5\nlr: 3e-4\nmax_grad_norm: 1.0e+0\n")
+    cfg = ppo.load_config(path, dict([config.parse_override("num_steps=1.28e+2")]))
+    assert (cfg.total_timesteps, cfg.lr, cfg.max_grad_norm, cfg.num_steps) == (500_000, 3e-4, 1.0, 128)
+    assert type(cfg.total_timesteps) is int and type(cfg.num_steps) is int
+
+
+@pytest.mark.parametrize("values, field, rule", [
+    (dict(max_epochs=0), "max_epochs", "must be at least 1 (or null: update_epochs)"),
+    (dict(vf_clip_eps=-0.1), "vf_clip_eps", "must be positive (or null: value loss not clipped)"),
+    (dict(target_kl=float("inf")), "target_kl", "must be finite (or null: no KL early stopping)"),
+    (dict(lr=float("nan")), "lr", "must be finite"),
+    (dict(ent_coef=-0.01), "ent_coef", "must be non-negative"),
+    (dict(update_epochs=True), "update_epochs", "must be an integer"),
+    (dict(total_timesteps="5.5e0"), "total_timesteps", "must be an integer"),
+    (dict(env=3), "env", "must be a string"),
+    (dict(env_params=[1]), "env_params", "must be a mapping"),
+    (dict(hidden_sizes=[]), "hidden_sizes", "non-empty list"),
+])
+def test_rules_read_from_the_declaration(values, field, rule):
+    error = error_for(**values)
+    assert error.field == field and rule in error.rule
+
+
+def test_readme_table_is_the_generated_one():
+    readme = (PACKAGE.parent / "README.md").read_text()
+    found = re.search(r"<!-- config-table -->\n(.*?)<!-- /config-table -->", readme, re.S)
+    assert found, "README.md lost its <!-- config-table --> markers"
+    assert found.group(1).strip() == config.markdown_table(), \
+        "README's table is stale: paste the output of purejaxppo.config.markdown_table()"
+    rows = config.markdown_table().splitlines()[2:]
+    assert [re.match(r"\| `(\w+)`", row).group(1) for row in rows] == list(config.FIELDS)
+
+
+@pytest.mark.parametrize("command", ["train", "sweep"])
+def test_help_config_lists_every_field_and_exits_0(command, capsys):
+    from purejaxppo.cli import _parser
+
+    with pytest.raises(SystemExit) as exited:
+        _parser().parse_args([command, "--help-config"])  # no config file needed
+    assert exited.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["key", "type", "kind", "default"]
+    assert [line.split()[0] for line in lines[1:]] == list(config.FIELDS)
+    for line, (name, f) in zip(lines[1:], config.FIELDS.items()):
+        assert ("traced" if f.traced else "static") in line.split() and line.endswith(f.help)
+
+
+# --------------------------------------------------------------------------------------
+# Errors by kind
+# --------------------------------------------------------------------------------------
+def test_errors_by_kind():
+    assert ppo.ConfigError is config.ConfigError is errors.ConfigError
+    assert issubclass(errors.ConfigError, errors.UsageError) and issubclass(errors.ConfigError, ValueError)
+    assert issubclass(errors.ResourceError, errors.ConfigError)
+    error = errors.ResourceError("runs", 8, "does not fit")
+    assert (error.field, error.value, error.rule, str(error)) == ("runs", 8, "does not fit", "runs=8: does not fit")
+
+
+@pytest.mark.parametrize("error", [errors.UsageError("no such thing"),
+                                   errors.ResourceError("runs in flight", 4, "needs 9 GiB, 1 GiB free")])
+def test_cli_prints_any_usage_error_on_one_line_and_exits_2(error, monkeypatch, capsys):
+    from purejaxppo import cli
+
+    def refuse(args):
+        raise error
+
+    monkeypatch.setattr(cli, "train_command", refuse)
+    assert cli.main(["train", CARTPOLE]) == 2
+    err = capsys.readouterr().err
+    assert err == f"purejaxppo: error: {error}\n"
+
+
+# --------------------------------------------------------------------------------------
+# Imports go one way: config -> envs -> errors
+# --------------------------------------------------------------------------------------
+def _imports(path: Path):
+    """(module imported, whether at module level) for every import in a file."""
+    tree = ast.parse(path.read_text())
+    top = {id(node) for node in tree.body}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            yield node.module or "", id(node) in top
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, id(node) in top
+
+
+def test_envs_do_not_import_config_and_config_imports_at_the_top():
+    for path in (PACKAGE / "envs").glob("*.py"):
+        for module, _ in _imports(path):
+            assert not module.startswith("purejaxppo.config"), f"{path.name} imports {module}"
+    for path in (PACKAGE / "config.py", PACKAGE / "errors.py"):
+        assert all(at_top for module, at_top in _imports(path) if module.startswith("purejaxppo")), path.name
+    assert not [module for module, _ in _imports(PACKAGE / "errors.py") if module.startswith("purejaxppo")]

@@ -8,8 +8,8 @@ import math
 
 import jax.numpy as jnp
 
-from purejaxppo.config import ConfigError
 from purejaxppo.envs.base import ActionSpace
+from purejaxppo.errors import ConfigError
 
 # MNISTBandit downloads a data set when built: it is not offered.
 EXCLUDED = {"MNISTBandit-bsuite"}

@@ -1,0 +1,31 @@
+"""Errors by kind. Everything here is something the user can fix: the CLI prints it on
+one line and exits 2. Anything else that escapes is a bug and keeps its traceback.
+
+    UsageError                      anything the user can fix
+    └── ConfigError                 a value that breaks a rule: names field, value and rule
+        └── ResourceError           the configured work does not fit the machine (memory)
+
+This module imports nothing from the package, so every module may raise these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class UsageError(Exception):
+    """Something the user can fix (a value, a file, a size); the message says what."""
+
+
+class ConfigError(UsageError, ValueError):
+    """A configuration value that breaks a rule; the message names field, value and rule."""
+
+    def __init__(self, field: str, value: Any, rule: str):
+        self.field, self.value, self.rule = field, value, rule
+        super().__init__(f"{field}={value!r}: {rule}")
+
+
+class ResourceError(ConfigError):
+    """The configured work does not fit the machine, e.g. a program that needs more device
+    memory than is free. `field` names the quantity that is too large ("runs", "runs in
+    flight"), `rule` says what would fit. Raised before anything runs."""
