@@ -4,10 +4,10 @@ from purejaxppo import distributions, losses
 from purejaxppo.config import ConfigError, HParams, PPOConfig, load_config, make_config
 from purejaxppo.envs import make_env
 from purejaxppo.gae import gae
-from purejaxppo.train import RunnerState, TrainResult, make_train
+from purejaxppo.train import Learner, LearnerState, RunnerState, TrainResult, make_train
 from purejaxppo.sweep import SweepResult, sweep  # noqa: E402  (the function shadows the module name)
 
 __version__ = "0.1.0"
 
-__all__ = ["ConfigError", "HParams", "PPOConfig", "RunnerState", "TrainResult", "distributions",
+__all__ = ["ConfigError", "HParams", "Learner", "LearnerState", "PPOConfig", "RunnerState", "TrainResult", "distributions",
            "gae", "load_config", "losses", "make_config", "make_env", "make_train", "sweep", "SweepResult"]

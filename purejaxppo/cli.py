@@ -91,7 +91,7 @@ def train_command(args) -> int:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console) as bar:
         task = bar.add_task("compiling", total=cfg.num_updates)
-        train = make_train(cfg, progress=lambda done: bar.update(task, completed=int(done)))
+        train = make_train(cfg, progress=lambda done, _: bar.update(task, completed=int(done)))
         keys = jax.numpy.stack([jax.random.PRNGKey(s) for s in seeds])
         runs = ShardedRuns(train, keys, chunk=args.max_parallel)  # refuses what would not fit in memory
         compile_seconds = runs.compile_seconds

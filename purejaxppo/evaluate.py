@@ -7,10 +7,10 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from purejaxppo.rollout import act, rollout
+from purejaxppo.rollout import rollout
 
 
-def evaluate(env, network, params, key, num_episodes: int, deterministic: bool):
+def evaluate(env, agent, params, agent_state, key, num_episodes: int, deterministic: bool):
     """Returns [num_episodes]: the return of the first episode of each of num_episodes
     fresh environments, acting by the mode of the policy (deterministic: argmax / mean
     action) or by sampling it. Runs env.max_episode_steps steps, so every episode ends
@@ -18,7 +18,7 @@ def evaluate(env, network, params, key, num_episodes: int, deterministic: bool):
     not grow with max_episode_steps x num_episodes x state size."""
     reset_key, run_key = jax.random.split(key)
     obs, state = jax.vmap(env.reset)(jax.random.split(reset_key, num_episodes))
-    policy = functools.partial(act, network, env.action_space, params, deterministic=deterministic)
+    policy = functools.partial(agent.act, params, agent_state, deterministic=deterministic)
     _, _, traj = rollout(env, policy, state, obs, run_key, env.max_episode_steps, batch_resets=False)
     first_end = jnp.argmax(traj.episode_done, axis=0)
     returns = traj.episode_return[first_end, jnp.arange(num_episodes)]

@@ -24,21 +24,6 @@ class Transition:
     episode_length: jnp.ndarray
 
 
-def act(network, action_space, params, obs, key, deterministic=False):
-    """Policy step for a batch of observations -> (env_action, action, log_prob, value).
-
-    Continuous actions are clipped to the action bounds for the environment only; the
-    unclipped sample is returned as `action` for the learner.
-    """
-    dist, value = network.apply(params, obs)
-    action = dist.mode() if deterministic else dist.sample(key)
-    log_prob = dist.log_prob(action)
-    env_action = action
-    if action_space.kind == "continuous":
-        env_action = jnp.clip(action, action_space.low, action_space.high)
-    return env_action, action, log_prob, value
-
-
 def rollout(env, policy, env_state, obs, key, num_steps, batch_resets=True):
     """Run `policy(obs, key) -> (env_action, action, log_prob, value)` for num_steps.
 

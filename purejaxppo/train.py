@@ -1,4 +1,12 @@
-"""The fused PPO learner: `make_train(config)` -> a pure `train(key, hparams=None)`.
+"""The fused PPO learner: three pure pieces, and `make_train` as their composition.
+
+    learner = Learner(cfg)
+    state = learner.init(key)                                  # everything a run carries
+    state, metrics = learner.run(state, hparams, num_updates)  # num_updates static
+    returns = learner.evaluate(state, episodes, deterministic)
+
+Each is jit- and vmap-able. `run(run(s, k), n - k)` equals `run(s, n)` (metrics
+concatenated): the random stream and the learning-rate schedule live in the state.
 
 One update, all inside one `lax.scan` over updates:
 
@@ -21,13 +29,13 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from purejaxppo.agent import make_agent
 from purejaxppo.config import HParams, PPOConfig
 from purejaxppo.envs import make_env
 from purejaxppo.evaluate import evaluate
 from purejaxppo.gae import gae
 from purejaxppo.losses import explained_variance, ppo_loss
-from purejaxppo.networks import ActorCritic
-from purejaxppo.rollout import act, rollout
+from purejaxppo.rollout import rollout
 
 ADAM_EPS = 1e-5
 PER_EPOCH_METRICS = ("kl_k1", "kl_k3", "clip_fraction", "ratio_outside")
@@ -35,133 +43,138 @@ PER_UPDATE_MEANS = ("policy_loss", "value_loss", "entropy", "total_loss", "grad_
 
 
 @struct.dataclass
-class RunnerState:
-    """Everything a run carries from one update to the next (save it to resume)."""
+class LearnerState:
+    """Everything a run carries from one update to the next: save it to resume, load it to act."""
 
     params: dict
     opt_state: optax.OptState
+    agent_state: dict                  # the agent's own state (normaliser statistics, recurrent carry); {} for the MLP
     env_state: object
     obs: jnp.ndarray
-    key: jnp.ndarray
-    update: jnp.ndarray                # updates done so far
+    key: jnp.ndarray                   # training's random stream
+    eval_key: jnp.ndarray              # evaluation's, apart so that evaluating changes no training number
+    updates_done: jnp.ndarray          # the learning-rate schedule reads it
     last_episode_return: jnp.ndarray   # last finished episode's return (NaN before any)
     last_episode_length: jnp.ndarray
 
 
+RunnerState = LearnerState  # its name before 0.2
+
+
 @struct.dataclass
 class TrainResult:
-    runner_state: RunnerState
+    state: LearnerState
     metrics: dict  # name -> [num_updates, ...]; see the README's metrics table
     evaluation: dict  # final policy on fresh episodes: {"deterministic", "stochastic"} -> [episodes]
 
-
-def make_network(cfg: PPOConfig, env) -> ActorCritic:
-    space = env.action_space
-    log_std_init = 0.0 if cfg.log_std_init is None else cfg.log_std_init
-    return ActorCritic(space.kind, space.size, tuple(cfg.hidden_sizes), cfg.activation, log_std_init)
+    @property
+    def runner_state(self) -> LearnerState:  # its name before 0.2
+        return self.state
 
 
-def make_train(cfg: PPOConfig, progress=None, eval_episodes: int = 0):
-    """Build the pure train function for a checked config.
+def make_optimizer(max_grad_norm, learning_rate) -> optax.GradientTransformation:
+    """Clip gradients by global norm, Adam (eps 1e-5), a step of `learning_rate`.
 
-    `progress`, if given, is called on the host as progress(updates_done) at most once
-    per update (about 100 times per run), also under vmap; it must not touch JAX arrays.
-    `eval_episodes` > 0 evaluates the final policy on that many fresh episodes, acting
-    deterministically and stochastically, inside the same program (`TrainResult.evaluation`).
+    Both values may be traced (a sweep's hyperparameters, an annealed rate): the
+    optimiser's state holds neither, so one built with any values initialises it.
     """
-    env = make_env(cfg)
-    network = make_network(cfg, env)
-    optimizer = optax.scale_by_adam(eps=ADAM_EPS)
-    num_updates, num_envs, num_steps = cfg.num_updates, cfg.num_envs, cfg.num_steps
-    batch_size, num_minibatches, max_epochs = cfg.batch_size, cfg.num_minibatches, cfg.epochs_scan
-    policy = functools.partial(act, network, env.action_space)
+    return optax.chain(optax.clip_by_global_norm(max_grad_norm),
+                       optax.scale_by_adam(eps=ADAM_EPS),
+                       optax.scale_by_learning_rate(learning_rate))
 
-    def init(key):
-        net_key, env_key, run_key = jax.random.split(key, 3)
-        obs, env_state = jax.vmap(env.reset)(jax.random.split(env_key, num_envs))
-        params = network.init(net_key, obs[0])
+
+def learning_rate(hp: HParams, updates_done, num_updates: int):
+    """The rate of update `updates_done` (0-based): hp.lr, or with anneal_lr decayed
+    linearly over the run, hp.lr * (1 - updates_done / num_updates); the decay reaches 0
+    at the end of the last update (which runs at hp.lr / num_updates)."""
+    frac_left = 1.0 - updates_done.astype(jnp.float32) / num_updates
+    return hp.lr * jnp.where(hp.anneal_lr, frac_left, 1.0)
+
+
+class Learner:
+    """PPO on one checked config: `init`, `run`, `evaluate` (see the module doc).
+
+    `progress`, if given, is called on the host as progress(updates_done, episode_return)
+    from inside `run`, at most once per update (about 100 times per run), also under
+    vmap (then once per run); it must not touch JAX arrays.
+    """
+
+    def __init__(self, cfg: PPOConfig, progress=None):
+        self.cfg = cfg
+        self.env = make_env(cfg)
+        self.agent = make_agent(cfg, self.env)
+        self.progress = progress
+
+    def init(self, key) -> LearnerState:
+        agent_key, env_key, run_key = jax.random.split(key, 3)
+        obs, env_state = jax.vmap(self.env.reset)(jax.random.split(env_key, self.cfg.num_envs))
+        params, agent_state = self.agent.init(agent_key, obs[0])
+        opt_state = make_optimizer(1.0, 1.0).init(params)
         nan = jnp.float32(jnp.nan)
-        return RunnerState(params, optimizer.init(params), env_state, obs, run_key,
-                           jnp.int32(0), nan, nan)
+        return LearnerState(params, opt_state, agent_state, env_state, obs, run_key,
+                            eval_key=jax.random.fold_in(key, 1), updates_done=jnp.int32(0),
+                            last_episode_return=nan, last_episode_length=nan)
 
-    def sgd_step(params, opt_state, minibatch, hp, lr):
-        def loss(p):
-            dist, value = network.apply(p, minibatch["obs"])
-            return ppo_loss(dist.log_prob(minibatch["action"]), dist.entropy(), value, minibatch, hp)
+    def run(self, state: LearnerState, hparams: HParams | None = None, num_updates: int | None = None):
+        """`num_updates` PPO updates from `state` -> (state, metrics [num_updates, ...]).
+        `num_updates` is static (default: a whole run, cfg.num_updates); `hparams`
+        defaults to the config's."""
+        hp = HParams.from_config(self.cfg) if hparams is None else hparams
+        num_updates = self.cfg.num_updates if num_updates is None else num_updates
+        return jax.lax.scan(lambda s, _: self.ppo_update(s, hp), state, None, length=num_updates)
 
-        (_, diagnostics), grads = jax.value_and_grad(loss, has_aux=True)(params)
-        grad_norm = optax.global_norm(grads)
-        scale = jnp.where(grad_norm > hp.max_grad_norm, hp.max_grad_norm / grad_norm, 1.0)
-        grads = jax.tree.map(lambda g: g * scale, grads)
-        updates, opt_state = optimizer.update(grads, opt_state)
-        params = jax.tree.map(lambda p, u: p - lr * u, params, updates)
-        return params, opt_state, {**diagnostics, "grad_norm": grad_norm}
+    def evaluate(self, state: LearnerState, num_episodes: int, deterministic: bool = True, key=None):
+        """The policy's return on `num_episodes` fresh episodes [num_episodes]; `key`
+        defaults to one drawn from the state's evaluation stream."""
+        if key is None:
+            key = jax.random.fold_in(state.eval_key, deterministic)
+        return evaluate(self.env, self.agent, state.params, state.agent_state, key, num_episodes, deterministic)
 
-    def run_epoch(params, opt_state, batch, key, hp, lr):
-        """One pass over the whole batch in freshly shuffled minibatches."""
-        order = jax.random.permutation(key, batch_size)
-        minibatches = jax.tree.map(
-            lambda x: x[order].reshape(num_minibatches, -1, *x.shape[1:]), batch)
-
-        def step(carry, minibatch):
-            params, opt_state, diagnostics = sgd_step(*carry, minibatch, hp, lr)
-            return (params, opt_state), diagnostics
-
-        (params, opt_state), diagnostics = jax.lax.scan(step, (params, opt_state), minibatches)
-        summary = jax.tree.map(jnp.mean, diagnostics)
-        summary["ratio_error"] = diagnostics["ratio_error"][0]  # first minibatch of the epoch
-        return params, opt_state, summary
-
-    def update(runner: RunnerState, update_index, hp: HParams):
-        key, rollout_key, epochs_key = jax.random.split(runner.key, 3)
+    # ----------------------------------------------------------------------------------
+    def ppo_update(self, state: LearnerState, hp: HParams):
+        """One PPO update: rollout, GAE, epochs of minibatch steps, diagnostics."""
+        cfg, agent = self.cfg, self.agent
+        key, rollout_key, epochs_key = jax.random.split(state.key, 3)
 
         # 1. rollout
-        env_state, obs, traj = rollout(env, functools.partial(policy, runner.params),
-                                       runner.env_state, runner.obs, rollout_key, num_steps)
-        chex.assert_shape(traj.reward, (num_steps, num_envs))
+        policy = functools.partial(agent.act, state.params, state.agent_state)
+        env_state, obs, traj = rollout(self.env, policy, state.env_state, state.obs, rollout_key, cfg.num_steps)
+        chex.assert_shape(traj.reward, (cfg.num_steps, cfg.num_envs))
 
         # 2. GAE, bootstrapping from the value of each step's final observation
-        _, next_values = network.apply(runner.params, traj.final_obs)
+        _, next_values = agent.apply(state.params, state.agent_state, traj.final_obs)
         advantages, targets = gae(traj.reward, traj.value, next_values, traj.terminated,
                                   traj.truncated, hp.gamma, hp.gae_lambda)
-        batch = jax.tree.map(lambda x: x.reshape(batch_size, *x.shape[2:]), {
+        batch = jax.tree.map(lambda x: x.reshape(cfg.batch_size, *x.shape[2:]), {
             "obs": traj.obs, "action": traj.action, "old_log_prob": traj.log_prob,
             "old_value": traj.value, "advantage": advantages, "target": targets})
 
         # 3. optimise: max_epochs epochs, those past update_epochs or a KL stop masked
-        frac_left = 1.0 - runner.update.astype(jnp.float32) / num_updates
-        lr = hp.lr * jnp.where(hp.anneal_lr, frac_left, 1.0)
+        lr = learning_rate(hp, state.updates_done, cfg.num_updates)
+        epoch = functools.partial(self._epoch, batch=batch, agent_state=state.agent_state, hp=hp, lr=lr)
 
-        def epoch(carry, epoch_index):
+        def masked_epoch(carry, epoch_index):
             params, opt_state, stopped = carry
             active = (epoch_index < hp.update_epochs) & ~stopped
-            run = functools.partial(run_epoch, batch=batch, key=jax.random.fold_in(epochs_key, epoch_index),
-                                    hp=hp, lr=lr)
-            skip_summary = jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype),
-                                        jax.eval_shape(run, params, opt_state)[2])
+            run_epoch = functools.partial(epoch, key=jax.random.fold_in(epochs_key, epoch_index))
+            skipped = jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype),
+                                   jax.eval_shape(run_epoch, params, opt_state)[2])
             params, opt_state, summary = jax.lax.cond(
-                active, run, lambda p, o: (p, o, skip_summary), params, opt_state)
+                active, run_epoch, lambda p, o: (p, o, skipped), params, opt_state)
             stopped = stopped | (active & (summary["kl_k3"] > 1.5 * hp.target_kl))
             return (params, opt_state, stopped), {**summary, "active": active}
 
         (params, opt_state, _), per_epoch = jax.lax.scan(
-            epoch, (runner.params, runner.opt_state, jnp.bool_(False)), jnp.arange(max_epochs))
+            masked_epoch, (state.params, state.opt_state, jnp.bool_(False)), jnp.arange(cfg.epochs_scan))
 
         # 4. diagnostics
-        dist, _ = network.apply(params, batch["obs"])
-        ratio = jnp.exp(dist.log_prob(batch["action"]) - batch["old_log_prob"])
-        clip_eps = hp.clip_eps
-        regions = jnp.stack([jnp.abs(ratio - 1.0) <= clip_eps, ratio > 1.0 + clip_eps, ratio < 1.0 - clip_eps])
-        positive = batch["advantage"] >= 0
-        clip_cases = jnp.stack([jnp.sum(regions & positive, axis=1), jnp.sum(regions & ~positive, axis=1)])
-
         finished = traj.episode_done
         episodes = jnp.sum(finished)
         any_finished = episodes > 0
         mean_return = jnp.sum(traj.episode_return * finished) / jnp.maximum(episodes, 1)
         mean_length = jnp.sum(traj.episode_length * finished) / jnp.maximum(episodes, 1)
-        last_return = jnp.where(any_finished, mean_return, runner.last_episode_return)
-        last_length = jnp.where(any_finished, mean_length, runner.last_episode_length)
+        last_return = jnp.where(any_finished, mean_return, state.last_episode_return)
+        last_length = jnp.where(any_finished, mean_length, state.last_episode_length)
 
         metrics = {name: per_epoch[name] for name in PER_EPOCH_METRICS}
         metrics.update({name: jnp.nanmean(per_epoch[name]) for name in PER_UPDATE_MEANS})
@@ -171,29 +184,67 @@ def make_train(cfg: PPOConfig, progress=None, eval_episodes: int = 0):
             explained_variance=explained_variance(batch["old_value"], batch["target"]),
             epochs_run=jnp.sum(per_epoch["active"]).astype(jnp.int32),
             first_minibatch_ratio_error=per_epoch["ratio_error"][0],
-            clip_cases=clip_cases.astype(jnp.int32),
+            clip_cases=self._clip_cases(params, state.agent_state, batch, hp.clip_eps),
             learning_rate=lr)
 
-        if progress is not None:
-            every = max(1, num_updates // 100)
-            done = update_index + 1
-            jax.lax.cond((done % every == 0) | (done == num_updates),
-                         lambda: jax.debug.callback(progress, done), lambda: None)
+        updates_done = state.updates_done + 1
+        if self.progress is not None:
+            every = max(1, cfg.num_updates // 100)
+            jax.lax.cond((updates_done % every == 0) | (updates_done == cfg.num_updates),
+                         lambda: jax.debug.callback(self.progress, updates_done, last_return), lambda: None)
 
-        runner = RunnerState(params, opt_state, env_state, obs, key, runner.update + 1,
-                             last_return, last_length)
-        return runner, metrics
+        state = state.replace(params=params, opt_state=opt_state, env_state=env_state, obs=obs, key=key,
+                              updates_done=updates_done, last_episode_return=last_return,
+                              last_episode_length=last_length)
+        return state, metrics
+
+    def _epoch(self, params, opt_state, key, batch, agent_state, hp, lr):
+        """One pass over the whole batch in freshly shuffled minibatches."""
+        num_minibatches = self.cfg.num_minibatches
+        order = jax.random.permutation(key, self.cfg.batch_size)
+        minibatches = jax.tree.map(lambda x: x[order].reshape(num_minibatches, -1, *x.shape[1:]), batch)
+
+        def sgd_step(carry, minibatch):
+            params, opt_state = carry
+
+            def loss(p):
+                dist, value = self.agent.apply(p, agent_state, minibatch["obs"])
+                return ppo_loss(dist.log_prob(minibatch["action"]), dist.entropy(), value, minibatch, hp)
+
+            (_, diagnostics), grads = jax.value_and_grad(loss, has_aux=True)(params)
+            steps, opt_state = make_optimizer(hp.max_grad_norm, lr).update(grads, opt_state, params)
+            params = optax.apply_updates(params, steps)
+            return (params, opt_state), {**diagnostics, "grad_norm": optax.global_norm(grads)}
+
+        (params, opt_state), diagnostics = jax.lax.scan(sgd_step, (params, opt_state), minibatches)
+        summary = jax.tree.map(jnp.mean, diagnostics)
+        summary["ratio_error"] = diagnostics["ratio_error"][0]  # first minibatch of the epoch
+        return params, opt_state, summary
+
+    def _clip_cases(self, params, agent_state, batch, clip_eps):
+        """[2, 3] counts of the updated policy's ratios on the batch: (advantage >= 0, < 0)
+        x (inside the band, above it, below it)."""
+        dist, _ = self.agent.apply(params, agent_state, batch["obs"])
+        ratio = jnp.exp(dist.log_prob(batch["action"]) - batch["old_log_prob"])
+        regions = jnp.stack([jnp.abs(ratio - 1.0) <= clip_eps, ratio > 1.0 + clip_eps, ratio < 1.0 - clip_eps])
+        positive = batch["advantage"] >= 0
+        return jnp.stack([jnp.sum(regions & positive, axis=1),
+                          jnp.sum(regions & ~positive, axis=1)]).astype(jnp.int32)
+
+
+def make_train(cfg: PPOConfig, progress=None, eval_episodes: int = 0):
+    """The pure `train(key, hparams=None) -> TrainResult` of a checked config:
+    init, run every update, and (`eval_episodes` > 0) evaluate the final policy on that
+    many fresh episodes, acting deterministically and stochastically, in one program.
+    `progress`: see `Learner`."""
+    learner = Learner(cfg, progress)
 
     def train(key, hparams: HParams | None = None) -> TrainResult:
-        hp = HParams.from_config(cfg) if hparams is None else hparams
-        eval_key = jax.random.fold_in(key, 1)  # a stream of its own: training is unchanged
-        runner = init(key)
-        runner, metrics = jax.lax.scan(functools.partial(update, hp=hp), runner, jnp.arange(num_updates))
+        state, metrics = learner.run(learner.init(key), hparams, cfg.num_updates)
         evaluation = {}
         if eval_episodes:
             for name, deterministic in (("deterministic", True), ("stochastic", False)):
-                evaluation[name] = evaluate(env, network, runner.params, jax.random.fold_in(eval_key, deterministic),
-                                            eval_episodes, deterministic)
-        return TrainResult(runner, metrics, evaluation)
+                evaluation[name] = learner.evaluate(state, eval_episodes, deterministic)
+        return TrainResult(state, metrics, evaluation)
 
     return train

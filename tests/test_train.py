@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 import purejaxppo as ppo
-from purejaxppo.rollout import act
-from purejaxppo.train import make_network
+from purejaxppo.agent import make_agent
 
 TINY = dict(env="CartPole-v1", num_envs=4, num_steps=16, num_minibatches=4, update_epochs=4,
             total_timesteps=4 * 16 * 5)
@@ -38,7 +37,7 @@ def test_metric_shapes_and_first_minibatch_ratio_is_one(tiny):
     assert np.all(np.asarray(m["epochs_run"]) == 4)
     # later epochs move the policy: KL is positive after the first epoch
     assert np.all(np.asarray(m["kl_k3"])[:, 1:] > 0)
-    assert int(out.runner_state.update) == U
+    assert int(out.state.updates_done) == U
 
 
 def test_full_batch_single_epoch_clip_never_acts():
@@ -47,7 +46,7 @@ def test_full_batch_single_epoch_clip_never_acts():
     hp = ppo.HParams.from_config(cfg)
     a = train(jax.random.PRNGKey(3), hp.replace(clip_eps=jnp.float32(0.01)))
     b = train(jax.random.PRNGKey(3), hp.replace(clip_eps=jnp.float32(0.5)))
-    chex.assert_trees_all_equal(a.runner_state.params, b.runner_state.params)
+    chex.assert_trees_all_equal(a.state.params, b.state.params)
     assert np.all(np.asarray(a.metrics["clip_fraction"]) == 0.0)
 
 
@@ -62,8 +61,8 @@ def test_vmapped_seeds_and_hparams_equal_single_runs(tiny):
     single = jax.jit(train)
     for i in range(3):
         one = single(keys[i], hp.replace(lr=lrs[i]))
-        chex.assert_trees_all_close(jax.tree.map(lambda x: x[i], batched.runner_state.params),
-                                    one.runner_state.params, rtol=1e-5, atol=1e-6)
+        chex.assert_trees_all_close(jax.tree.map(lambda x: x[i], batched.state.params),
+                                    one.state.params, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(batched.metrics["episode_return"][i], one.metrics["episode_return"],
                                    rtol=1e-5)
 
@@ -72,9 +71,9 @@ def test_masked_epochs_change_nothing():
     five = ppo.make_config({**TINY, "max_epochs": 5, "update_epochs": 3})
     three = ppo.make_config({**TINY, "max_epochs": 3, "update_epochs": 3})
     a, b = run(five, seed=1), run(three, seed=1)
-    chex.assert_trees_all_close(a.runner_state.params, b.runner_state.params, rtol=1e-6, atol=1e-7)
-    chex.assert_trees_all_close(a.runner_state.opt_state, b.runner_state.opt_state, rtol=1e-6, atol=1e-7)
-    np.testing.assert_array_equal(a.runner_state.key, b.runner_state.key)
+    chex.assert_trees_all_close(a.state.params, b.state.params, rtol=1e-6, atol=1e-7)
+    chex.assert_trees_all_close(a.state.opt_state, b.state.opt_state, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(a.state.key, b.state.key)
     np.testing.assert_allclose(a.metrics["clip_fraction"][:, :3], b.metrics["clip_fraction"], rtol=1e-6)
     assert np.all(np.isnan(np.asarray(a.metrics["clip_fraction"])[:, 3:]))
     assert np.all(np.asarray(a.metrics["epochs_run"]) == 3)
@@ -87,7 +86,7 @@ def test_masked_epochs_change_nothing():
     assert np.all(np.isnan(np.asarray(stopped.metrics["kl_k3"])[:, 1:]))
     # ... and equals a run compiled for a single epoch
     one = run(ppo.make_config({**TINY, "update_epochs": 1}), seed=1)
-    chex.assert_trees_all_close(stopped.runner_state.params, one.runner_state.params, rtol=1e-6, atol=1e-7)
+    chex.assert_trees_all_close(stopped.state.params, one.state.params, rtol=1e-6, atol=1e-7)
 
 
 def test_episode_statistics_carry_forward_when_no_episode_ends():
@@ -107,18 +106,18 @@ def test_episode_statistics_carry_forward_when_no_episode_ends():
 def test_continuous_actions_are_clipped_for_the_env_only():
     cfg = ppo.make_config(dict(env="Pendulum-v1"))
     env = ppo.make_env(cfg)
-    net = make_network(cfg, env)
+    agent = make_agent(cfg, env)
     obs = jnp.zeros((5, env.obs_size))
-    params = net.init(jax.random.PRNGKey(0), obs[0])
+    params, agent_state = agent.init(jax.random.PRNGKey(0), obs[0])
     params = jax.tree_util.tree_map_with_path(
         lambda path, x: x + 10.0 if "actor" in str(path) and "Dense_2" in str(path) and "bias" in str(path)
         else x, params)
-    env_action, action, log_prob, _ = act(net, env.action_space, params, obs, jax.random.PRNGKey(1))
+    env_action, action, log_prob, _ = agent.act(params, agent_state, obs, jax.random.PRNGKey(1))
     high = float(env.action_space.high[0])
     assert high == 2.0
     np.testing.assert_array_equal(env_action, high)
     assert np.all(np.asarray(action) > 5.0)  # stored unclipped
-    dist, _ = net.apply(params, obs)
+    dist, _ = agent.apply(params, agent_state, obs)
     np.testing.assert_allclose(log_prob, dist.log_prob(action))
 
 
@@ -126,17 +125,18 @@ def test_evaluation_of_the_final_policy():
     cfg = ppo.make_config(dict(TINY, env_params={"max_steps_in_episode": 50}))
     out = jax.jit(ppo.make_train(cfg, eval_episodes=6))(jax.random.PRNGKey(0))
     plain = run(cfg)
-    chex.assert_trees_all_equal(out.runner_state.params, plain.runner_state.params)  # training unchanged
+    chex.assert_trees_all_equal(out.state.params, plain.state.params)  # training unchanged
     det, sto = np.asarray(out.evaluation["deterministic"]), np.asarray(out.evaluation["stochastic"])
     assert det.shape == sto.shape == (6,)
     # CartPole gives 1 per step, so an episode's return is its length: within the time limit
     assert np.all((det >= 1) & (det <= 50)) and np.all((sto >= 1) & (sto <= 50))
     # the same evaluation by hand: fresh episodes, greedy actions, one episode each
     from purejaxppo.evaluate import evaluate
-    env = ppo.make_env(cfg)
-    again = evaluate(env, make_network(cfg, env), out.runner_state.params,
+    learner = ppo.Learner(cfg)
+    again = evaluate(learner.env, learner.agent, out.state.params, out.state.agent_state,
                      jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(0), 1), True), 6, True)
     np.testing.assert_array_equal(again, det)
+    np.testing.assert_array_equal(jax.jit(learner.evaluate, static_argnums=(1, 2))(out.state, 6, True), det)
 
 
 def test_rollout_resets_batched_or_per_step_give_the_same_trajectory():
@@ -148,10 +148,10 @@ def test_rollout_resets_batched_or_per_step_give_the_same_trajectory():
 
     cfg = ppo.make_config(dict(TINY, env_params={"max_steps_in_episode": 5}))  # several resets in 40 steps
     env = ppo.make_env(cfg)
-    net = make_network(cfg, env)
+    agent = make_agent(cfg, env)
     obs, state = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(1), 3))
-    params = net.init(jax.random.PRNGKey(2), obs[0])
-    policy = functools.partial(act, net, env.action_space, params)
+    params, agent_state = agent.init(jax.random.PRNGKey(2), obs[0])
+    policy = functools.partial(agent.act, params, agent_state)
     outs = [jax.jit(lambda s, o, batched=batched: rollout(env, policy, s, o, jax.random.PRNGKey(3), 40, batched))(
         state, obs) for batched in (True, False)]
     assert int(np.sum(outs[0][2].episode_done)) >= 3

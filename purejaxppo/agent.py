@@ -1,0 +1,53 @@
+"""The agent: the one place where the network is applied.
+
+Acting in the rollout, the bootstrap values, the loss, the post-update diagnostics,
+evaluation and a deployed policy all call `Agent.apply` (or `Agent.act`, built on it).
+Beside its parameters an agent may carry state of its own (`agent_state`: observation-
+normaliser statistics, a recurrent carry); the MLP policy carries none (`{}`), but the
+slot is in the learner state and in every call, so adding one is a change here only.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from purejaxppo.config import PPOConfig
+from purejaxppo.networks import ActorCritic
+
+
+class Agent:
+    """A policy and value network over one environment's action space."""
+
+    def __init__(self, network: ActorCritic, action_space):
+        self.network = network
+        self.action_space = action_space
+
+    def init(self, key, obs):
+        """Parameters and agent state, from one observation [obs_size]."""
+        return self.network.init(key, obs), {}
+
+    def apply(self, params, agent_state, obs):
+        """obs [..., obs_size] -> (action distribution, value [...])."""
+        return self.network.apply(params, obs)
+
+    def act(self, params, agent_state, obs, key, deterministic=False):
+        """A batch of observations -> (env_action, action, log_prob, value).
+
+        `action` is the mode of the policy (deterministic) or a sample from it.
+        Continuous actions are clipped to the action bounds for the environment only
+        (`env_action`); the unclipped `action` and its log-probability go to the learner.
+        """
+        dist, value = self.apply(params, agent_state, obs)
+        action = dist.mode() if deterministic else dist.sample(key)
+        log_prob = dist.log_prob(action)
+        env_action = action
+        if self.action_space.kind == "continuous":
+            env_action = jnp.clip(action, self.action_space.low, self.action_space.high)
+        return env_action, action, log_prob, value
+
+
+def make_agent(cfg: PPOConfig, env) -> Agent:
+    space = env.action_space
+    log_std_init = 0.0 if cfg.log_std_init is None else cfg.log_std_init
+    network = ActorCritic(space.kind, space.size, tuple(cfg.hidden_sizes), cfg.activation, log_std_init)
+    return Agent(network, space)
