@@ -1,31 +1,29 @@
-"""Turning metrics of several seeds into tables, summaries and plots (host side, numpy)."""
+"""Tables, summaries, CSV files and plots of several seeds' metrics (host side, numpy).
+
+The numbers come from purejaxppo.stats and the clip-fraction reading from
+purejaxppo.diagnosis; this module only picks metrics out of results, formats and writes.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import dataclasses
 import json
 import math
-import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 import yaml
 
+from purejaxppo import stats
+from purejaxppo.diagnosis import DIAGNOSIS_DEFAULTS, diagnose  # noqa: F401  (re-exported)
+from purejaxppo.stats import (interquartile_mean, last_epoch_values, mean_se,  # noqa: F401  (re-exported)
+                              probability_of_improvement)
+from purejaxppo.sweep import swept_keys
+
 CLIP_CASE_NAMES = [f"clip_cases_{sign}_{region}" for sign in ("adv_pos", "adv_neg")
                    for region in ("inside", "above", "below")]
-
-
-def mean_se(values) -> tuple[float, float]:
-    """Mean and standard error (sample std / sqrt(n)) over the finite values; se is NaN for n < 2."""
-    x = np.asarray(values, dtype=np.float64)
-    x = x[np.isfinite(x)]
-    if x.size == 0:
-        return math.nan, math.nan
-    se = float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else math.nan
-    return float(x.mean()), se
 
 
 def format_mean_se(mean: float, se: float, digits: int = 3) -> str:
@@ -35,44 +33,23 @@ def format_mean_se(mean: float, se: float, digits: int = 3) -> str:
     return text if math.isnan(se) else f"{text} ± {se:.2g}"
 
 
-def last_epoch_values(per_epoch: np.ndarray, epochs_run: np.ndarray) -> np.ndarray:
-    """[..., E] per-epoch metric -> [...] value of the last epoch that ran."""
-    index = np.clip(epochs_run.astype(int) - 1, 0, per_epoch.shape[-1] - 1)
-    return np.take_along_axis(per_epoch, index[..., None], axis=-1)[..., 0]
-
-
 def summarize(metrics: Mapping[str, np.ndarray], *, steps_per_run: int, run_seconds: float,
               compile_seconds: float) -> dict[str, Any]:
     """Per-seed final numbers, then mean and standard error over seeds.
 
     `metrics` has a leading seed axis: [seeds, num_updates, ...].
     """
-    m = {k: np.asarray(v) for k, v in metrics.items()}
-    seeds = m["episode_return"].shape[0]
-    with _quiet_nan_warnings():
-        per_seed = {
-            "final_return": m["episode_return"][:, -1],
-            "mean_kl_k3": np.nanmean(m["kl_k3"], axis=(1, 2)),
-            "last_epoch_clip_fraction": np.nanmean(last_epoch_values(m["clip_fraction"], m["epochs_run"]), axis=1),
-            "explained_variance": m["explained_variance"][:, -1],
-            "epochs_run": m["epochs_run"].mean(axis=1),
-        }
+    per_seed = stats.per_run(metrics)
+    seeds = per_seed["final_return"].shape[0]
     summary: dict[str, Any] = {"seeds": seeds}
-    for name, values in per_seed.items():
+    for name in ("final_return", "mean_kl_k3", "last_epoch_clip_fraction", "explained_variance", "epochs_run"):
+        values = per_seed[name]
         mean, se = mean_se(values)
         summary[name] = {"mean": mean, "se": se, "per_seed": [float(v) for v in values]}
     summary["steps_per_second"] = seeds * steps_per_run / run_seconds
     summary["run_seconds"] = run_seconds
     summary["compile_seconds"] = compile_seconds
     return summary
-
-
-@contextlib.contextmanager
-def _quiet_nan_warnings():
-    """nanmean of an all-NaN slice (an epoch no seed ran) is NaN: expected, not a warning."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=RuntimeWarning)
-        yield
 
 
 SUMMARY_ROWS = [
@@ -131,11 +108,7 @@ def _cell(x):
 
 def _band(ax, steps, curves, label, **style):
     """Mean over seeds (rows of `curves`) with a ± 1 standard-error band (2+ seeds)."""
-    curves = np.asarray(curves, dtype=np.float64)
-    with _quiet_nan_warnings():
-        mean = np.nanmean(curves, axis=0)
-        count = np.maximum(np.sum(np.isfinite(curves), axis=0), 1)
-        se = np.nanstd(curves, axis=0, ddof=1) / np.sqrt(count) if curves.shape[0] > 1 else None
+    mean, se = stats.mean_se_by_step(curves)
     (line,) = ax.plot(steps, mean, label=label, **style)
     if se is not None:
         ax.fill_between(steps, mean - se, mean + se, alpha=0.2, color=line.get_color())
@@ -188,30 +161,6 @@ def write_run_folder(folder: Path, config: Mapping[str, Any], metrics: Mapping[s
 # --------------------------------------------------------------------------------------
 # Sweeps
 # --------------------------------------------------------------------------------------
-def interquartile_mean(values) -> tuple[float, float, float]:
-    """IQM (25% trimmed mean) and a 95% percentile-bootstrap confidence interval (scipy)."""
-    from scipy import stats
-
-    x = np.asarray(values, dtype=np.float64)
-    iqm = float(stats.trim_mean(x, 0.25))
-    if x.size < 2 or np.all(x == x[0]):
-        return iqm, iqm, iqm
-    ci = stats.bootstrap((x,), lambda s, axis=-1: stats.trim_mean(s, 0.25, axis=axis),
-                         n_resamples=2000, confidence_level=0.95, method="percentile",
-                         random_state=np.random.default_rng(0)).confidence_interval
-    return iqm, float(ci.low), float(ci.high)
-
-
-def probability_of_improvement(x, y) -> float:
-    """P(a random run of x beats a random run of y); ties count half (Mann-Whitney U / n·m)."""
-    from scipy import stats
-
-    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    if x.size == 0 or y.size == 0:
-        return math.nan
-    return float(stats.mannwhitneyu(x, y, alternative="two-sided").statistic / (x.size * y.size))
-
-
 def sweep_summary(result) -> list[dict[str, Any]]:
     """One row per grid point: mean ± s.e. over the seeds that did not diverge, and more."""
     rows = []
@@ -219,45 +168,39 @@ def sweep_summary(result) -> list[dict[str, Any]]:
     for i, point in enumerate(result.points):
         members = [k for k, run in enumerate(result.runs) if run["point"] == i]
         ok = [k for k in members if not result.diverged[k]]
-        with _quiet_nan_warnings():
-            final = np.array([result.metrics[k]["episode_return"][-1] for k in ok], np.float64)
-            kl = np.array([np.nanmean(result.metrics[k]["kl_k3"]) for k in ok], np.float64)
-            kl_worst = max((float(np.nanmax(np.nanmean(result.metrics[k]["kl_k3"], axis=1))) for k in ok),
-                           default=math.nan)
-            clip_last = np.array([np.nanmean(last_epoch_values(result.metrics[k]["clip_fraction"],
-                                                               result.metrics[k]["epochs_run"])) for k in ok])
-            clip_by_epoch = (np.nanmean(np.stack([result.metrics[k]["clip_fraction"] for k in ok]), axis=(0, 1))
-                             if ok else np.array([]))
-        evals = {mode: np.array([np.nanmean(result.evaluation[k][mode]) for k in ok if mode in result.evaluation[k]])
+        if ok:
+            per_seed = stats.per_run({name: np.stack([result.metrics[k][name] for k in ok])
+                                      for name in ("episode_return", "kl_k3", "clip_fraction", "epochs_run",
+                                                   "explained_variance")})
+            clip_by_epoch = stats.mean_by_epoch(np.stack([result.metrics[k]["clip_fraction"] for k in ok]))
+        else:
+            per_seed = {name: np.array([]) for name in ("final_return", "mean_kl_k3", "max_update_kl",
+                                                        "last_epoch_clip_fraction")}
+            clip_by_epoch = np.array([])
+        final = np.asarray(per_seed["final_return"], np.float64)
+        evals = {mode: [np.nanmean(result.evaluation[k][mode]) for k in ok if mode in result.evaluation[k]]
                  for mode in ("deterministic", "stochastic")}
         row = {**point, "seeds": len(members), "diverged": len(members) - len(ok)}
         for name, values in (("train_return", final), ("eval_return", evals["deterministic"]),
-                             ("eval_return_stochastic", evals["stochastic"]), ("mean_kl", kl),
-                             ("clip_fraction_last_epoch", clip_last)):
+                             ("eval_return_stochastic", evals["stochastic"]), ("mean_kl", per_seed["mean_kl_k3"]),
+                             ("clip_fraction_last_epoch", per_seed["last_epoch_clip_fraction"])):
             row[name], row[name + "_se"] = mean_se(values)
-        row["max_kl_worst_seed"] = kl_worst
-        row["iqm_return"], row["iqm_ci_low"], row["iqm_ci_high"] = (
-            interquartile_mean(final) if final.size else (math.nan,) * 3)
+        row["max_kl_worst_seed"] = float(max(stats.finite(per_seed["max_update_kl"]), default=math.nan))
+        row["iqm_return"], row["iqm_ci_low"], row["iqm_ci_high"] = interquartile_mean(final)
         row["clip_fraction_by_epoch"] = [float(v) for v in clip_by_epoch]
         row["diagnosis"] = diagnose(clip_by_epoch, result.spec.diagnosis)
         if result.spec.threshold is not None:
             row["seeds_at_threshold"] = int(np.sum(final >= result.spec.threshold))
         rows.append(row)
         finals.append(final)
-    means = [row["train_return"] for row in rows]
-    if any(np.isfinite(means)):
-        best = int(np.nanargmax(means))
-        for row, final in zip(rows, finals):
-            diff = rows[best]["train_return"] - row["train_return"]
-            se_diff = math.hypot(_zero_if_nan(rows[best]["train_return_se"]), _zero_if_nan(row["train_return_se"]))
-            row["best"] = row is rows[best]
-            row["indistinguishable_from_best"] = bool(diff <= 2 * se_diff)
+    best, indistinguishable = stats.best_and_indistinguishable(
+        [row["train_return"] for row in rows], [row["train_return_se"] for row in rows])
+    if best is not None:
+        for i, (row, final) in enumerate(zip(rows, finals)):
+            row["best"] = i == best
+            row["indistinguishable_from_best"] = indistinguishable[i]
             row["p_beats_best"] = probability_of_improvement(final, finals[best])
     return rows
-
-
-def _zero_if_nan(x: float) -> float:
-    return 0.0 if math.isnan(x) else x
 
 
 def sweep_markdown(rows: list[dict], swept: list[str], threshold=None) -> str:
@@ -298,8 +241,6 @@ def sweep_markdown(rows: list[dict], swept: list[str], threshold=None) -> str:
 def write_sweep_folder(folder: Path, result, rows: list[dict]) -> None:
     """metrics.csv (a row per run per update), summary.md / summary.csv (a row per point),
     sweep.yaml (base config and spec)."""
-    from purejaxppo.sweep import swept_keys
-
     folder.mkdir(parents=True, exist_ok=True)
     swept = swept_keys(result)
     spec = dataclasses.asdict(result.spec)
@@ -333,36 +274,6 @@ def write_sweep_folder(folder: Path, result, rows: list[dict]) -> None:
         for row in rows:
             writer.writerow([";".join(f"{v:.4g}" for v in row[c]) if isinstance(row.get(c), list)
                              else row.get(c, "") for c in columns])
-
-
-# How to read a grid point's per-epoch clip fraction: documented rules, thresholds configurable
-# (sweep: diagnosis: {...}); the rule that fired is printed with its numbers.
-DIAGNOSIS_DEFAULTS = {"under_used_below": 0.02, "over_used_above": 0.2, "over_used_by_epoch": 3}
-
-
-def diagnose(clip_by_epoch, thresholds: Mapping[str, float] | None = None) -> str:
-    """One line on the batch's use, from the mean clip fraction of each epoch that ran.
-
-    over-used: epoch `over_used_by_epoch` (1-based) already clips ≥ `over_used_above`:
-        later epochs move a shrinking, biased subset → fewer epochs or a larger batch.
-    under-used: the last epoch still clips < `under_used_below`: the policy barely moved
-        → more epochs or a tighter clip are affordable.
-    in range: neither.
-    """
-    t = {**DIAGNOSIS_DEFAULTS, **(thresholds or {})}
-    c = np.asarray(clip_by_epoch, np.float64)
-    c = c[np.isfinite(c)]
-    if c.size == 0:
-        return "no data (every run diverged)"
-    k = int(t["over_used_by_epoch"])
-    if c.size >= k and c[k - 1] >= t["over_used_above"]:
-        return (f"over-used: epoch {k} already clips {c[k - 1]:.1%} ≥ {t['over_used_above']:.0%} — later "
-                f"epochs move a shrinking, biased subset; fewer epochs or a larger batch")
-    if c[-1] < t["under_used_below"]:
-        return (f"under-used: the last epoch ({c.size}) clips {c[-1]:.1%} < {t['under_used_below']:.0%} — "
-                f"more epochs or a tighter clip are affordable")
-    return (f"in range: the last epoch ({c.size}) clips {c[-1]:.1%}, between {t['under_used_below']:.0%} "
-            f"and the over-use line ({t['over_used_above']:.0%} by epoch {k})")
 
 
 def plot_sweep(folder: Path, result, rows: list[dict], swept: list[str]) -> list[Path]:

@@ -37,6 +37,7 @@ import yaml
 
 from purejaxppo.config import (FIELDS as _FIELDS, STATIC_FIELDS, ConfigError, HParams, PPOConfig, make_config,
                                parse_override)
+from purejaxppo.diagnosis import DIAGNOSIS_DEFAULTS
 
 DISTRIBUTIONS = ("uniform", "loguniform", "choice")
 SWEEP_KEYS = ("grid", "seeds", "random", "random_seed", "threshold", "eval_episodes", "diagnosis")
@@ -112,8 +113,6 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
     eval_episodes = section.get("eval_episodes", 64)
     if isinstance(eval_episodes, bool) or not isinstance(eval_episodes, int) or eval_episodes < 0:
         raise ConfigError("eval_episodes", eval_episodes, "must be a non-negative integer")
-    from purejaxppo.report import DIAGNOSIS_DEFAULTS
-
     diagnosis = dict(section.get("diagnosis") or {})
     for key, value in diagnosis.items():
         if key not in DIAGNOSIS_DEFAULTS:
