@@ -4,10 +4,12 @@ from purejaxppo import distributions, losses
 from purejaxppo.config import ConfigError, HParams, PPOConfig, load_config, make_config
 from purejaxppo.envs import make_env
 from purejaxppo.gae import gae
-from purejaxppo.train import Learner, LearnerState, RunnerState, TrainResult, make_train
+from purejaxppo.train import Learner, LearnerState, RunnerState, TrainResult, make_policy, make_train
+from purejaxppo.checkpoint import load
 from purejaxppo.sweep import SweepResult, sweep  # noqa: E402  (the function shadows the module name)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-__all__ = ["ConfigError", "HParams", "Learner", "LearnerState", "PPOConfig", "RunnerState", "TrainResult", "distributions",
-           "gae", "load_config", "losses", "make_config", "make_env", "make_train", "sweep", "SweepResult"]
+__all__ = ["ConfigError", "HParams", "Learner", "LearnerState", "PPOConfig", "RunnerState", "SweepResult",
+           "TrainResult", "distributions", "gae", "load", "load_config", "losses", "make_config", "make_env",
+           "make_policy", "make_train", "sweep"]

@@ -1,14 +1,33 @@
-"""Command line: `purejaxppo train CONFIG [--seeds N] [--set key=value ...] [--out DIR]`."""
+"""Command line.
+
+    purejaxppo train CONFIG [--seeds N] [--set key=value ...] [--out DIR] [--checkpoint-every K]
+    purejaxppo train --resume DIR
+    purejaxppo sweep SPEC [--grid key=v1,v2 ...] [--seeds N] [...]     (same run options)
+    purejaxppo sweep --resume DIR
+    purejaxppo eval DIR [--episodes 100] [--seed S] [--stochastic] [--step N] [--json]
+
+`train` is a one-point sweep: both run through `sweep.sweep` (chunks, checkpoints,
+evaluation of the final policy, divergence flags) and differ only in the tables they
+print and the files they write. Every bad input is one line and exit code 2, before
+anything compiles; Ctrl-C is one line and exit code 130, the newest checkpoint kept.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shlex
 import sys
 import time
 from pathlib import Path
 
-from purejaxppo.config import ConfigError, load_config, parse_override, text_table
+import numpy as np
+
+from purejaxppo.config import ConfigError, load_config, make_config, parse_override, text_table
 from purejaxppo.errors import UsageError
+
+DEFAULT_EVAL_EPISODES = 64
 
 
 class _PrintConfigFields(argparse.Action):
@@ -26,135 +45,319 @@ class _PrintConfigFields(argparse.Action):
 def _add_run_options(parser: argparse.ArgumentParser, runs: str, folder: str) -> None:
     """Options every command that runs something takes."""
     parser.add_argument("--help-config", action=_PrintConfigFields)
-    parser.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    parser.add_argument("--seed", type=int, help="first seed (default 0)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key (repeatable), e.g. --set lr=3e-4")
     parser.add_argument("--max-parallel", type=int, metavar="N",
                         help=f"at most N {runs} in flight per device (chunks; same numbers)")
     parser.add_argument("--out", help=f"{folder}; must not hold files")
+    parser.add_argument("--checkpoint-every", type=int, metavar="K",
+                        help="run in chunks of K updates and checkpoint every run after each "
+                             "(default: one chunk; the final state is checkpointed either way)")
+    parser.add_argument("--keep", type=int, metavar="M", help="keep the M newest checkpoints (default: all)")
+    parser.add_argument("--resume", metavar="DIR",
+                        help="continue the run in DIR from its newest complete checkpoint")
+    parser.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events (DIR/tensorboard)")
+    parser.add_argument("--wandb", metavar="PROJECT", help="also log to Weights & Biases (needs wandb installed)")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="purejaxppo", description="JAX-compiled PPO.")
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train one config over N seeds as one compiled program")
-    train.add_argument("config", help="YAML config, e.g. configs/cartpole.yaml")
-    train.add_argument("--seeds", type=int, default=1, help="number of seeds, vmapped (default 1)")
+    train.add_argument("config", nargs="?", help="YAML config, e.g. configs/cartpole.yaml")
+    train.add_argument("--seeds", type=int, help="number of seeds, vmapped (default 1)")
+    train.add_argument("--eval-episodes", type=int, metavar="E",
+                       help=f"evaluate the final policy on E fresh episodes (default {DEFAULT_EVAL_EPISODES}; 0: off)")
     _add_run_options(train, "seeds", "run folder (default runs/<env>-<time>)")
     sweep = sub.add_parser("sweep", help="seeds x hyperparameter grid, one compile per static group")
-    sweep.add_argument("spec", help="sweep YAML: a config plus a sweep: section, e.g. configs/sweeps/clip_epochs.yaml")
+    sweep.add_argument("spec", nargs="?",
+                       help="sweep YAML: a config plus a sweep: section, e.g. configs/sweeps/clip_epochs.yaml")
     sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                        help="add or replace a grid axis (repeatable), e.g. --grid clip_eps=0.1,0.2")
     sweep.add_argument("--seeds", type=int, help="seeds per grid point (overrides the file)")
     _add_run_options(sweep, "runs", "sweep folder (default runs/sweep-<env>-<time>)")
+    evaluate = sub.add_parser("eval", help="evaluate the policies saved in a run or sweep folder")
+    evaluate.add_argument("folder", help="a run or sweep folder (it holds checkpoints/)")
+    evaluate.add_argument("--episodes", type=int, default=100, help="fresh episodes per run (default 100)")
+    evaluate.add_argument("--seed", type=int, default=0, help="seed of the evaluation episodes (default 0)")
+    evaluate.add_argument("--stochastic", action="store_true", help="sample actions (default: the policy's mode)")
+    evaluate.add_argument("--step", type=int, help="the checkpoint at this update (default: the newest)")
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     return parser
 
 
-def _run_folder(out: str | None, stem_name: str) -> Path:
+# --------------------------------------------------------------------------------------
+# Run folders
+# --------------------------------------------------------------------------------------
+def _claim_folder(out: str | None, stem_name: str) -> Path:
+    """Create the run folder now, before compiling, so that a folder that cannot be
+    written is refused before any work, and two runs never share one."""
     if out is not None:
         folder = Path(out)
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             raise ConfigError("--out", out, "exists and is not an empty folder; "
                               "choose another so no earlier results are overwritten")
-        return folder
-    stem = Path("runs") / f"{stem_name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    folder, n = stem, 1
-    while folder.exists():
-        n += 1
-        folder = stem.with_name(f"{stem.name}-{n}")
-    return folder
+        candidates = [folder]
+    else:
+        stem = Path("runs") / f"{stem_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        candidates = [stem] + [stem.with_name(f"{stem.name}-{n}") for n in range(2, 1000)]
+    for folder in candidates:
+        try:
+            folder.mkdir(parents=True, exist_ok=out is not None)
+            return folder
+        except FileExistsError:
+            continue
+        except OSError as error:
+            raise ConfigError("--out", str(folder), f"cannot be created: {error.strerror}") from None
+    raise ConfigError("--out", str(candidates[0]), "no free folder name")
 
 
-def train_command(args) -> int:
+def _check_counts(args) -> None:
+    for option, value in (("--seeds", args.seeds), ("--max-parallel", args.max_parallel),
+                          ("--checkpoint-every", args.checkpoint_every), ("--keep", args.keep),
+                          ("--eval-episodes", getattr(args, "eval_episodes", None))):
+        minimum = 0 if option == "--eval-episodes" else 1
+        if value is not None and value < minimum:
+            raise ConfigError(option, value, f"must be at least {minimum}")
+
+
+def _changes(saved: dict, requested: dict) -> list[str]:
+    return [f"{key} {saved.get(key)!r} -> {requested.get(key)!r}" for key in sorted(set(saved) | set(requested))
+            if saved.get(key) != requested.get(key)]
+
+
+# --------------------------------------------------------------------------------------
+# train and sweep: one path
+# --------------------------------------------------------------------------------------
+def _start(args):
+    """-> (folder, base config, spec, meta, resuming): a new run's, or the run in
+    --resume DIR's as it was asked (anything restated must be unchanged)."""
+    from purejaxppo.report import spec_dict
+    from purejaxppo.sweep import load_sweep, make_spec, parse_grid_option
+
+    _check_counts(args)
     overrides = dict(parse_override(item) for item in args.set)
-    cfg = load_config(args.config, overrides)
-    if args.seeds < 1:
-        raise ConfigError("--seeds", args.seeds, "must be at least 1")
-    if args.max_parallel is not None and args.max_parallel < 1:
-        raise ConfigError("--max-parallel", args.max_parallel, "must be at least 1")
-    folder = _run_folder(args.out, cfg.env)  # checked before compiling
+    if args.resume is None:
+        if args.command == "train":
+            if args.config is None:
+                raise ConfigError("config", None, "give a YAML config (or --resume DIR)")
+            base = load_config(args.config, overrides)
+            eval_episodes = DEFAULT_EVAL_EPISODES if args.eval_episodes is None else args.eval_episodes
+            spec = make_spec({"seeds": args.seeds or 1, "eval_episodes": eval_episodes})
+        else:
+            if args.spec is None:
+                raise ConfigError("spec", None, "give a sweep YAML (or --resume DIR)")
+            grid = dict(parse_grid_option(item) for item in args.grid) or None
+            base, spec = load_sweep(args.spec, overrides, grid=grid, seeds=args.seeds)
+        meta = {"command": args.command, "config": base.to_dict(), "spec": spec_dict(spec),
+                "first_seed": args.seed or 0, "checkpoint_every": args.checkpoint_every,
+                "max_parallel": args.max_parallel, "keep": args.keep}
+        return base, spec, meta, False
 
+    from purejaxppo.checkpoint import CheckpointError, Checkpoints
+
+    folder = Path(args.resume)
+    if not folder.is_dir():
+        raise ConfigError("--resume", args.resume, "is not a folder")
+    meta = Checkpoints(folder / "checkpoints", create=False).meta()
+    meta = {k: meta[k] for k in ("command", "config", "spec", "first_seed", "checkpoint_every", "max_parallel",
+                                 "keep")}
+    if meta["command"] != args.command:
+        raise CheckpointError(f"{folder} holds a {meta['command']} run: resume it with "
+                              f"purejaxppo {meta['command']} --resume {folder}")
+    saved_spec = {k: v for k, v in meta["spec"].items() if v or k != "grid"}  # a train run's grid is empty
+    base, spec = make_config(meta["config"]), make_spec(saved_spec)
+    # what the command line restates must be what the run was started with
+    saved = {**meta["config"], **{f"sweep.{k}": v for k, v in meta["spec"].items()}}
+    if args.command == "train":
+        requested = (load_config(args.config, overrides) if args.config else make_config({**meta["config"], **overrides}))
+        restated_spec = {"seeds": args.seeds, "eval_episodes": args.eval_episodes}
+    else:
+        grid = dict(parse_grid_option(item) for item in args.grid) or None
+        requested, spec_again = (load_sweep(args.spec, overrides, grid=grid, seeds=args.seeds) if args.spec
+                                 else (make_config({**meta["config"], **overrides}),
+                                       make_spec(saved_spec, grid=grid, seeds=args.seeds)))
+        restated_spec = spec_dict(spec_again)
+    wanted = {**requested.to_dict(), **{f"sweep.{k}": v for k, v in restated_spec.items() if v is not None}}
+    wanted = {**saved, **wanted}
+    for option in ("first_seed", "checkpoint_every", "max_parallel", "keep"):
+        value = getattr(args, "seed" if option == "first_seed" else option)
+        saved[option], wanted[option] = meta[option], meta[option] if value is None else value
+    changed = _changes(saved, wanted)
+    if changed:
+        raise ConfigError("--resume", args.resume, "the run was started with other settings; a resumed run "
+                          f"must be the same run: {'; '.join(changed)}")
+    if (folder / "summary.md").exists():
+        raise ConfigError("--resume", args.resume, "is a finished run (it has summary.md): nothing to resume; "
+                          f"evaluate it with: purejaxppo eval {folder}")
+    return base, spec, meta, True
+
+
+def run_command(args) -> int:
+    base, spec, meta, resuming = _start(args)
+    if args.wandb:
+        from purejaxppo.live import check_wandb
+
+        check_wandb()
     import jax
-    import numpy as np
+
+    from purejaxppo.parallel import is_writer
+
+    writer = is_writer()  # several processes: each computes its shard, process 0 writes
+    if resuming:
+        folder = Path(args.resume)
+    elif writer:
+        prefix = "" if args.command == "train" else "sweep-"
+        folder = _claim_folder(args.out, f"{prefix}{base.env}")
+        spec_or_none = None if args.command == "train" else spec
+        from purejaxppo.report import config_yaml, write_new
+
+        config_file = folder / ("config.yaml" if args.command == "train" else "sweep.yaml")
+        try:
+            write_new(config_file, config_yaml(base.to_dict(), spec_or_none))
+        except OSError as error:
+            raise ConfigError("--out", str(folder), f"cannot write {config_file.name}: {error.strerror}") from None
+    else:
+        folder = None
+
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from purejaxppo.checkpoint import Checkpoints
+    from purejaxppo.live import LiveLog
+    from purejaxppo.sweep import plan, sweep
+
+    console = Console()
+    resume_command = f"purejaxppo {args.command} --resume {shlex.quote(str(folder))}"
+    checkpoints = Checkpoints(folder / "checkpoints", keep=meta["keep"]) if writer else None
+    points, _, groups = plan(base, spec)
+    runs = len(points) * spec.seeds
+    what = f"{spec.seeds} seed(s)" if args.command == "train" else f"{len(points)} point(s) x {spec.seeds} seed(s)"
+    console.print(f"[bold]{base.env}[/]: {what} = {runs} run(s), {len(groups)} compile(s) of "
+                  f"{groups[0].config.num_updates} updates x {groups[0].config.batch_size} steps, "
+                  f"on {len(jax.devices())} device(s)" + (f"; resuming {folder}" if resuming else ""))
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as bar:
+        task = bar.add_task("compiling", total=groups[0].config.num_updates)
+
+        def show(record):
+            text = f"group {record['group'] + 1}/{len(groups)} " if len(groups) > 1 else ""
+            if "episode_return" in record:
+                text += f"return {record['episode_return']:.4g}"
+            if "steps_per_second" in record:
+                text += f" · {record['steps_per_second']:,.0f} steps/s"
+            bar.update(task, completed=record["update"], description=text or "training")
+
+        live = LiveLog(folder if writer else None, on_record=show, tensorboard=args.tensorboard,
+                       wandb_project=args.wandb if writer else None, wandb_config=meta)
+
+        def on_group(g, n_groups, group, group_runs):
+            live.group(g, group_runs, group.config.batch_size)
+            bar.update(task, description=f"compiling group {g + 1}/{n_groups}" if n_groups > 1 else "compiling",
+                       total=group.config.num_updates, completed=0)
+
+        try:
+            result = sweep(base, spec=spec, first_seed=meta["first_seed"], max_parallel=meta["max_parallel"],
+                           on_group=on_group, checkpoints=checkpoints, checkpoint_every=meta["checkpoint_every"],
+                           resume=resuming, meta=meta, progress=live)
+        except KeyboardInterrupt:
+            bar.stop()
+            newest = checkpoints.latest() if checkpoints is not None else None
+            line = (f"interrupted: the newest complete checkpoint is at update {newest}; resume with: "
+                    f"{resume_command}" if newest is not None else
+                    "interrupted before the first checkpoint: nothing to resume (--checkpoint-every K saves "
+                    "every K updates)")
+            print(f"purejaxppo: {line}", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            os._exit(130)  # at once: the chunk in flight is dropped, the checkpoints stay as they are
+        finally:
+            live.close()
+    if not writer:
+        console.print(f"process {jax.process_index()}: done; process 0 writes the results")
+        return 0
+    timings = result.timings
+    console.print(f"compile {timings.compile_seconds:.1f} s ({timings.compiles} programs), run "
+                  f"{timings.run_seconds:.1f} s, {timings.checkpoints} checkpoint(s) "
+                  f"({timings.checkpoint_bytes / 2**20:.2f} MiB, {timings.checkpoint_seconds:.2f} s in all)")
+    (_write_train_results if args.command == "train" else _write_sweep_results)(folder, base, spec, result, console)
+    console.print(f"{'run' if args.command == 'train' else 'sweep'} folder: {folder}")
+    return 0
+
+
+def _write_train_results(folder, base, spec, result, console) -> None:
     from rich.table import Table
 
     from purejaxppo import report
-    from purejaxppo.parallel import ShardedRuns, is_writer
-    from purejaxppo.train import make_train
 
-    console = Console()
-    seeds = list(range(args.seed, args.seed + args.seeds))
-    console.print(f"[bold]{cfg.env}[/]: {args.seeds} seed(s) x {cfg.num_updates} updates x "
-                  f"{cfg.batch_size} steps, one compiled program")
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console) as bar:
-        task = bar.add_task("compiling", total=cfg.num_updates)
-        train = make_train(cfg, progress=lambda done, _: bar.update(task, completed=int(done)))
-        keys = jax.numpy.stack([jax.random.PRNGKey(s) for s in seeds])
-        runs = ShardedRuns(train, keys, chunk=args.max_parallel)  # refuses what would not fit in memory
-        compile_seconds = runs.compile_seconds
-        bar.update(task, description=f"training on {runs.num_devices} device(s)")
-        start = time.perf_counter()
-        out = jax.block_until_ready(runs())
-        run_seconds = time.perf_counter() - start
-    if not is_writer():
-        return 0  # several processes: process 0 writes
-    metrics = jax.tree.map(np.asarray, out.metrics)
-    summary = report.summarize(metrics, steps_per_run=cfg.num_updates * cfg.batch_size,
-                               run_seconds=run_seconds, compile_seconds=compile_seconds)
-    report.write_run_folder(folder, cfg.to_dict(), metrics, summary, cfg.batch_size, seeds)
-
-    table = Table(title=f"{cfg.env}, mean ± s.e. over {args.seeds} seed(s)")
+    seeds = [run["seed"] for run in result.runs]
+    metrics = {name: np.stack([m[name] for m in result.metrics]) for name in result.metrics[0]}
+    evaluation = {name: np.stack([e[name] for e in result.evaluation]) for name in result.evaluation[0]}
+    summary = report.summarize(metrics, steps_per_run=base.num_updates * base.batch_size,
+                               run_seconds=result.run_seconds, compile_seconds=result.compile_seconds,
+                               evaluation=evaluation, diverged=result.diverged)
+    report.write_run_folder(folder, base.to_dict(), metrics, summary, base.batch_size, seeds)
+    table = Table(title=f"{base.env}, mean ± s.e. over {len(seeds)} seed(s)")
     table.add_column("metric")
     table.add_column("value", justify="right")
     for name, value in report.summary_lines(summary):
         table.add_row(name, value)
     console.print(table)
-    console.print(f"run folder: {folder}")
-    return 0
 
 
-def sweep_command(args) -> int:
-    from purejaxppo.sweep import load_sweep, parse_grid_option
-
-    overrides = dict(parse_override(item) for item in args.set)
-    grid = dict(parse_grid_option(item) for item in args.grid) or None
-    base, spec = load_sweep(args.spec, overrides, grid=grid, seeds=args.seeds)
-    folder = _run_folder(args.out, f"sweep-{base.env}")
-
-    import jax
-    import numpy as np
-    from rich.console import Console
-
+def _write_sweep_results(folder, base, spec, result, console) -> None:
     from purejaxppo import report
-    from purejaxppo.parallel import is_writer
-    from purejaxppo.sweep import sweep, swept_keys
+    from purejaxppo.sweep import swept_keys
 
-    console = Console()
-
-    def on_plan(points, groups):  # every run's config is checked by now; nothing compiled yet
-        console.print(f"[bold]{base.env}[/]: {len(points)} point(s) x {spec.seeds} seed(s) = "
-                      f"{len(points) * spec.seeds} runs, {len(groups)} compile(s), on {len(jax.devices())} device(s)")
-
-    def on_group(g, n_groups, group, runs):
-        console.print(f"group {g + 1}/{n_groups}: {runs} runs, compiling and running ...")
-
-    result = sweep(base, spec=spec, first_seed=args.seed, max_parallel=args.max_parallel, on_plan=on_plan,
-                   on_group=on_group)
-    if not is_writer():
-        console.print(f"process {jax.process_index()}: done; process 0 writes the results")
-        return 0
     rows = report.sweep_summary(result)
     report.write_sweep_folder(folder, result, rows)
     print(report.sweep_markdown(rows, swept_keys(result), spec.threshold), flush=True)
     steps = sum(result.batch_sizes[k] * len(m["episode_return"]) for k, m in enumerate(result.metrics))
-    console.print(f"{result.compiles} compile(s), {result.compile_seconds:.1f} s; runs {result.run_seconds:.1f} s "
-                  f"({steps / result.run_seconds:,.0f} steps/s over all runs); "
+    console.print(f"{steps / result.run_seconds:,.0f} steps/s over all runs; "
                   f"diverged runs: {int(np.sum(result.diverged))}")
-    console.print(f"sweep folder: {folder}")
+
+
+# --------------------------------------------------------------------------------------
+# eval
+# --------------------------------------------------------------------------------------
+def eval_command(args) -> int:
+    if args.episodes < 1:
+        raise ConfigError("--episodes", args.episodes, "must be at least 1")
+    from purejaxppo.checkpoint import evaluate_folder
+
+    runs = evaluate_folder(args.folder, episodes=args.episodes, seed=args.seed,
+                           deterministic=not args.stochastic, step=args.step)
+    from purejaxppo.stats import mean_se
+
+    pooled = np.concatenate([run["returns"] for run in runs])
+    mean, se = mean_se(pooled)
+    out = {"folder": str(args.folder), "step": runs[0]["step"], "episodes_per_run": args.episodes,
+           "deterministic": not args.stochastic, "seed": args.seed, "mean": mean, "se": se,
+           "min": float(np.min(pooled)), "median": float(np.median(pooled)), "max": float(np.max(pooled)),
+           "runs": [{**{k: v for k, v in run.items() if k != "returns"}, "mean": mean_se(run["returns"])[0],
+                     "se": mean_se(run["returns"])[1], "returns": [float(r) for r in run["returns"]]}
+                    for run in runs]}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    mode = "greedy" if out["deterministic"] else "sampled"
+    print(f"{args.folder} at update {out['step']}: {len(runs)} run(s) x {args.episodes} fresh episodes, "
+          f"{mode} actions, seed {args.seed}")
+    for run in out["runs"]:
+        label = ", ".join(f"{k}={v}" for k, v in run.items() if k not in ("mean", "se", "returns", "step", "run"))
+        print(f"  run {run['run']} ({label}): {run['mean']:.4g} ± {run['se']:.2g}")
+    print(f"return: {mean:.4g} ± {se:.2g} (s.e.); min {out['min']:.4g}, median {out['median']:.4g}, "
+          f"max {out['max']:.4g}")
+    print(_histogram(pooled))
     return 0
+
+
+def _histogram(values, bins: int = 10, width: int = 40) -> str:
+    counts, edges = np.histogram(values, bins=bins)
+    top = max(int(counts.max()), 1)
+    return "\n".join(f"  {edges[i]:>10.4g} – {edges[i + 1]:<10.4g} {'█' * round(width * c / top):<{width}} {c}"
+                     for i, c in enumerate(counts))
 
 
 def main(argv=None) -> int:
@@ -164,7 +367,7 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     init_distributed_from_env()  # several processes: each computes its shard, process 0 writes
     try:
-        return train_command(args) if args.command == "train" else sweep_command(args)
+        return eval_command(args) if args.command == "eval" else run_command(args)
     except UsageError as error:
         print(f"purejaxppo: error: {error}", file=sys.stderr)
         return 2

@@ -123,6 +123,10 @@ class ShardedRuns:
 
         runs = ShardedRuns(train, keys, hparams)   # compiles (timed in .compile_seconds)
         out = runs()                               # executes; leading axis = number of runs
+        out = runs(other_keys, other_hparams)      # the same program on other inputs
+
+The args given to build it may be shapes only (`jax.ShapeDtypeStruct` leaves, e.g. from
+`jax.eval_shape`): the program is compiled for them and called with data later.
 
     Runs are laid out as [devices, runs per device]; the device axis is sharded and each
     device vmaps its runs, or, with `chunk=N`, runs them N at a time
@@ -132,7 +136,7 @@ class ShardedRuns:
     a program that does not fit raises ResourceError before it runs (see the module doc).
     `ShardedRuns.buckets([(fn_a, args_a), (fn_b, args_b), ...])` puts several such run
     sets (e.g. programs of different shapes) into the same single compiled program;
-    calling it returns one output per bucket.
+    calling it returns one output per bucket (and takes one args tuple per bucket).
     """
 
     def __init__(self, fn, *args, devices=None, chunk: int | None = None, memory_bytes: int | None = None):
@@ -149,7 +153,7 @@ class ShardedRuns:
 
     def _setup(self, pairs, devices, chunk, memory_bytes):
         devices = list(devices if devices is not None else jax.devices())
-        self._layouts, laid_out_args, programs = [], [], []
+        self._layouts, self._shardings, shapes, programs = [], [], [], []
         for fn, args in pairs:
             num_runs = int(jax.tree.leaves(args)[0].shape[0])
             # no more devices than runs: a lone run is not copied onto every device
@@ -164,15 +168,13 @@ class ShardedRuns:
                 return jax.lax.map(lambda a: fn(*a), device_args, batch_size=chunk)
 
             programs.append(jax.vmap(on_device))
-            sharding = NamedSharding(Mesh(np.array(used), ("runs",)), PartitionSpec("runs"))
-            laid_out = jax.tree.map(lambda x: np.asarray(x).reshape(len(used), per_device, *x.shape[1:]),
-                                    _pad(args, layout.padded))
-            # every process holds the same inputs and places the slices of its own devices
-            laid_out_args.append(jax.tree.map(
-                lambda x: jax.make_array_from_callback(x.shape, sharding, lambda index: x[index]), laid_out))
+            self._shardings.append(NamedSharding(Mesh(np.array(used), ("runs",)), PartitionSpec("runs")))
+            shapes.append(jax.tree.map(lambda x, sharding=self._shardings[-1]: jax.ShapeDtypeStruct(
+                (len(used), per_device, *x.shape[1:]), x.dtype, sharding=sharding), args))
         first = self._layouts[0]
         self.num_runs, self.num_devices, self.padded_runs = first.num_runs, first.devices, first.padded
-        self._args = laid_out_args
+        concrete = not any(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves([a for _, a in pairs]))
+        self._args = self._lay_out([a for _, a in pairs]) if concrete else None
         # runs computed at once on a device (the largest bucket's)
         self.in_flight = max(min(chunk or layout.per_device, layout.per_device) for layout in self._layouts)
         if memory_bytes is None:  # this process's devices: another process's cannot be asked
@@ -181,7 +183,7 @@ class ShardedRuns:
         self.memory_bytes = memory_bytes
         jitted = jax.jit(lambda all_args: [program(*a) for program, a in zip(programs, all_args)])
         start = time.perf_counter()
-        lowered = jitted.lower(self._args)
+        lowered = jitted.lower(shapes)
         if memory_bytes is not None:  # before compiling: the results alone must fit
             results = sum(_nbytes(out) // layout.devices for out, layout in zip(lowered.out_info, self._layouts))
             if results > memory_bytes:
@@ -218,8 +220,27 @@ class ShardedRuns:
                             f"working memory for {self.in_flight} runs at once), more than the "
                             f"{_size(memory_bytes)} free; {advice}")
 
-    def __call__(self):
-        outs = self._compiled(self._args)
+    def _lay_out(self, all_args):
+        """Each run set's args, padded to [devices, runs per device, ...] and placed on the
+        devices: every process holds the same inputs and places the slices of its own."""
+        placed = []
+        for args, layout, sharding in zip(all_args, self._layouts, self._shardings):
+            laid_out = jax.tree.map(lambda x: np.asarray(x).reshape(layout.devices, layout.per_device, *x.shape[1:]),
+                                    _pad(args, layout.padded))
+            placed.append(jax.tree.map(
+                lambda x: jax.make_array_from_callback(x.shape, sharding, lambda index: x[index]), laid_out))
+        return placed
+
+    def __call__(self, *args):
+        """Run on the args it was built with, or on new args of the same shapes (for a
+        `buckets` program: one args tuple per bucket, as one list)."""
+        if args:
+            placed = self._lay_out([args] if self._single else list(args[0]))
+        elif self._args is None:
+            raise TypeError("built from shapes only: call it with inputs")
+        else:
+            placed = self._args
+        outs = self._compiled(placed)
         if jax.process_count() > 1:  # every process gets every run's results (as numpy)
             from jax.experimental import multihost_utils
 

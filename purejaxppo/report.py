@@ -34,15 +34,27 @@ def format_mean_se(mean: float, se: float, digits: int = 3) -> str:
 
 
 def summarize(metrics: Mapping[str, np.ndarray], *, steps_per_run: int, run_seconds: float,
-              compile_seconds: float) -> dict[str, Any]:
+              compile_seconds: float, evaluation: Mapping[str, np.ndarray] | None = None,
+              diverged=None) -> dict[str, Any]:
     """Per-seed final numbers, then mean and standard error over seeds.
 
-    `metrics` has a leading seed axis: [seeds, num_updates, ...].
+    `metrics` has a leading seed axis: [seeds, num_updates, ...]; `evaluation` (the final
+    policy on fresh episodes): {"deterministic", "stochastic"} -> [seeds, episodes];
+    `diverged`: [seeds] bool (NaN/Inf in losses or parameters).
     """
-    per_seed = stats.per_run(metrics)
+    per_seed = dict(stats.per_run(metrics))
+    with stats.quiet_nan_warnings():
+        for mode, name in (("deterministic", "eval_return"), ("stochastic", "eval_return_stochastic")):
+            if evaluation and mode in evaluation:
+                per_seed[name] = np.nanmean(np.asarray(evaluation[mode], np.float64), axis=1)
     seeds = per_seed["final_return"].shape[0]
     summary: dict[str, Any] = {"seeds": seeds}
-    for name in ("final_return", "mean_kl_k3", "last_epoch_clip_fraction", "explained_variance", "epochs_run"):
+    if diverged is not None:
+        summary["diverged"] = int(np.sum(diverged))
+    for name in ("final_return", "eval_return", "eval_return_stochastic", "mean_kl_k3", "last_epoch_clip_fraction",
+                 "explained_variance", "epochs_run"):
+        if name not in per_seed:
+            continue
         values = per_seed[name]
         mean, se = mean_se(values)
         summary[name] = {"mean": mean, "se": se, "per_seed": [float(v) for v in values]}
@@ -54,6 +66,8 @@ def summarize(metrics: Mapping[str, np.ndarray], *, steps_per_run: int, run_seco
 
 SUMMARY_ROWS = [
     ("final_return", "final episode return"),
+    ("eval_return", "final policy, greedy, fresh episodes"),
+    ("eval_return_stochastic", "final policy, sampled, fresh episodes"),
     ("mean_kl_k3", "mean KL (k3)"),
     ("last_epoch_clip_fraction", "clip fraction, last epoch"),
     ("explained_variance", "explained variance (final)"),
@@ -62,7 +76,10 @@ SUMMARY_ROWS = [
 
 
 def summary_lines(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
-    rows = [(label, format_mean_se(summary[key]["mean"], summary[key]["se"])) for key, label in SUMMARY_ROWS]
+    rows = [(label, format_mean_se(summary[key]["mean"], summary[key]["se"])) for key, label in SUMMARY_ROWS
+            if key in summary]
+    if "diverged" in summary:
+        rows.append(("diverged runs (NaN/Inf)", str(summary["diverged"])))
     rows.append(("steps per second", f"{summary['steps_per_second']:,.0f}"))
     rows.append(("compile time", f"{summary['compile_seconds']:.1f} s"))
     return rows
@@ -121,7 +138,7 @@ def _save(fig, ax, path: Path, legend_size=None, **labels) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=legend_size, ncol=2 if legend_size else 1)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(_new(path), dpi=120)
     plt.close(fig)
     return path
 
@@ -143,18 +160,44 @@ def plot_learning_curve(path: Path, metrics: Mapping[str, np.ndarray], batch_siz
     _save(fig, ax, path, xlabel="environment steps", ylabel="episode return", title=title)
 
 
+def _new(path: Path) -> Path:
+    """A run folder's files are never replaced: refuse a path that exists."""
+    if path.exists():
+        raise FileExistsError(f"{path} exists already; refusing to overwrite it")
+    return path
+
+
+def write_new(path: Path, text: str) -> None:
+    """Write a file that must not exist yet (FileExistsError otherwise)."""
+    with open(path, "x") as f:
+        f.write(text)
+
+
+def config_yaml(config: Mapping[str, Any], spec=None) -> str:
+    """A run's resolved config (config.yaml), or a sweep's base config and spec (sweep.yaml)."""
+    values = dict(config)
+    if spec is not None:
+        values["sweep"] = spec_dict(spec)
+    return yaml.safe_dump(values, sort_keys=False)
+
+
+def spec_dict(spec) -> dict[str, Any]:
+    """A SweepSpec as plain YAML/JSON values (it reloads with sweep.make_spec)."""
+    return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in dataclasses.asdict(spec).items()}
+
+
 def write_run_folder(folder: Path, config: Mapping[str, Any], metrics: Mapping[str, np.ndarray],
                      summary: Mapping[str, Any], batch_size: int, seeds: list[int]) -> None:
-    """config.yaml, metrics.csv, summary.json, summary.md, learning_curve.png."""
+    """metrics.csv, summary.json, summary.md, learning_curve.png (config.yaml is written
+    when the run starts)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.yaml").write_text(yaml.safe_dump(dict(config), sort_keys=False))
     header, rows = metric_rows(metrics, batch_size, [{"seed": s} for s in seeds])
-    with open(folder / "metrics.csv", "w", newline="") as f:
+    with open(folder / "metrics.csv", "x", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(header)
         writer.writerows(rows)
-    (folder / "summary.json").write_text(json.dumps({**summary, "seed_values": seeds}, indent=2))
-    (folder / "summary.md").write_text(summary_markdown(summary))
+    write_new(folder / "summary.json", json.dumps({**summary, "seed_values": seeds}, indent=2))
+    write_new(folder / "summary.md", summary_markdown(summary))
     plot_learning_curve(folder / "learning_curve.png", metrics, batch_size, str(config.get("env", "")))
 
 
@@ -239,14 +282,10 @@ def sweep_markdown(rows: list[dict], swept: list[str], threshold=None) -> str:
 
 
 def write_sweep_folder(folder: Path, result, rows: list[dict]) -> None:
-    """metrics.csv (a row per run per update), summary.md / summary.csv (a row per point),
-    sweep.yaml (base config and spec)."""
+    """metrics.csv (a row per run per update), summary.md / summary.csv (a row per point)
+    (sweep.yaml, the base config and spec, is written when the sweep starts)."""
     folder.mkdir(parents=True, exist_ok=True)
     swept = swept_keys(result)
-    spec = dataclasses.asdict(result.spec)
-    (folder / "sweep.yaml").write_text(yaml.safe_dump(
-        {**result.base.to_dict(), "sweep": {k: (dict(v) if isinstance(v, Mapping) else v)
-                                            for k, v in spec.items()}}, sort_keys=False))
     # static groups may scan different numbers of epochs: pad per-epoch columns with NaN
     max_epochs = max(m["clip_fraction"].shape[-1] for m in result.metrics)
 
@@ -255,7 +294,7 @@ def write_sweep_folder(folder: Path, result, rows: list[dict]) -> None:
             return value
         return np.pad(value, ((0, 0), (0, max_epochs - value.shape[1])), constant_values=np.nan)
 
-    with open(folder / "metrics.csv", "w", newline="") as f:
+    with open(folder / "metrics.csv", "x", newline="") as f:
         writer = csv.writer(f)
         for k, run in enumerate(result.runs):
             label = {"point": run["point"], **{key: run.get(key, "") for key in swept},
@@ -265,10 +304,10 @@ def write_sweep_folder(folder: Path, result, rows: list[dict]) -> None:
             if k == 0:
                 writer.writerow(header)
             writer.writerows(rows_k)
-    (folder / "summary.md").write_text(sweep_markdown(rows, swept, result.spec.threshold))
+    write_new(folder / "summary.md", sweep_markdown(rows, swept, result.spec.threshold))
     plot_sweep(folder, result, rows, swept)
     columns = list(rows[0])
-    with open(folder / "summary.csv", "w", newline="") as f:
+    with open(folder / "summary.csv", "x", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(columns)
         for row in rows:
@@ -327,6 +366,6 @@ def plot_sweep(folder: Path, result, rows: list[dict], swept: list[str]) -> list
             fig.colorbar(image, ax=ax)
             fig.tight_layout()
             written.append(folder / name)
-            fig.savefig(written[-1], dpi=110)
+            fig.savefig(_new(written[-1]), dpi=110)
             plt.close(fig)
     return written

@@ -28,16 +28,18 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import jax
 import numpy as np
 import yaml
 
 from purejaxppo.config import (FIELDS as _FIELDS, STATIC_FIELDS, ConfigError, HParams, PPOConfig, make_config,
                                parse_override)
+from purejaxppo.checkpoint import Checkpoints
 from purejaxppo.diagnosis import DIAGNOSIS_DEFAULTS
+from purejaxppo.runs import RunSet, Timings, execute
 
 DISTRIBUTIONS = ("uniform", "loguniform", "choice")
 SWEEP_KEYS = ("grid", "seeds", "random", "random_seed", "threshold", "eval_episodes", "diagnosis")
@@ -218,6 +220,7 @@ def plan(base: PPOConfig, spec: SweepSpec) -> tuple[list[dict], list[PPOConfig],
 class SweepResult:
     points: list[dict]                 # swept values of each point
     runs: list[dict]                   # per run: {"point": i, "seed": s, **swept values}
+    states: list                       # per run: final LearnerState (numpy leaves)
     metrics: list[dict]                # per run: metric name -> [num_updates, ...] numpy array
     evaluation: list[dict]             # per run: {"deterministic", "stochastic"} -> [episodes]
     batch_sizes: list[int]             # per run: env steps per update
@@ -227,88 +230,83 @@ class SweepResult:
     run_seconds: float
     spec: SweepSpec
     base: PPOConfig
+    timings: Timings
 
 
 def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | None = None, *,
           spec: SweepSpec | None = None, first_seed: int = 0, max_parallel: int | None = None,
           on_plan: Callable[[list[dict], list[Group]], None] | None = None,
-          on_group: Callable[[int, int, Group, int], None] | None = None) -> SweepResult:
+          on_group: Callable[[int, int, Group, int], None] | None = None,
+          checkpoints: Checkpoints | None = None, checkpoint_every: int | None = None, resume: bool = False,
+          meta: dict | None = None, progress=None) -> SweepResult:
     """Run every point × seed; one compile per static group. Seed s of every point uses
     `jax.random.PRNGKey(first_seed + s)`, so run k equals `make_train(point config)` with
     that key. `max_parallel` bounds the runs in flight per device (chunks, same numbers).
     Every run's config is checked before anything compiles; then `on_plan(points, groups)`
     is called, and `on_group(g, groups, group, runs)` before each group compiles. A group
-    that would not fit in device memory raises ConfigError before it runs, naming the
-    `max_parallel` that fits."""
+    that would not fit in device memory raises ResourceError before it runs, naming the
+    `max_parallel` that fits.
+
+    With `checkpoints`, the full state of every run is saved at the end, and after every
+    `checkpoint_every` updates (`meta` saved beside it); `resume` continues from the
+    newest complete checkpoint. `progress`: see `train.Learner`."""
     if spec is None:
         spec = make_spec(grid=grid, seeds=seeds)
     elif grid is not None or seeds is not None:
         raise TypeError("give either spec or grid/seeds (make_spec merges a section with them)")
-    if max_parallel is not None and (isinstance(max_parallel, bool) or not isinstance(max_parallel, int)
-                                     or max_parallel < 1):
-        raise ConfigError("max_parallel", max_parallel, "must be an integer of at least 1")
+    for name, value in (("max_parallel", max_parallel), ("checkpoint_every", checkpoint_every)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(name, value, "must be an integer of at least 1")
     points, configs, groups = plan(cfg, spec)
     if on_plan is not None:
         on_plan(points, groups)
 
-    import jax
-    import jax.numpy as jnp
-
-    from purejaxppo.parallel import ShardedRuns
-    from purejaxppo.train import make_train
-
     n_runs = len(points) * spec.seeds
-    compile_seconds = run_seconds = 0.0
-    seed_keys = [jax.random.PRNGKey(first_seed + s) for s in range(spec.seeds)]
-    # Compile (and check the memory of) every group before any runs, so a group that
-    # cannot fit stops the sweep before any results exist to lose.
-    compiled = []
+    seed_keys = [np.asarray(jax.random.PRNGKey(first_seed + s)) for s in range(spec.seeds)]
+    run_sets = []
     for g, group in enumerate(groups):
-        order = [(i, s) for i in group.point_indices for s in range(spec.seeds)]
-        if on_group is not None:
-            on_group(g, len(groups), group, len(order))
         # Under vmap a masked epoch is computed and then discarded, so runs are bucketed by
         # update_epochs, each bucket scanning only its own epochs, all in one program.
         buckets: dict[int, list] = {}
-        for i, s in order:
+        for i in group.point_indices:
             epochs = configs[i].update_epochs if cfg.max_epochs is None else group.config.max_epochs
-            buckets.setdefault(epochs, []).append((i, s))
-        pairs = []
-        for epochs, members in buckets.items():
-            train = make_train(dataclasses.replace(group.config, max_epochs=epochs),
-                               eval_episodes=spec.eval_episodes)
-            keys = jnp.stack([seed_keys[s] for _, s in members])
-            hparams = jax.tree.map(lambda *xs: jnp.stack(xs), *[HParams.from_config(configs[i]) for i, _ in members])
-            pairs.append((train, (keys, hparams)))
-        sharded = ShardedRuns.buckets(pairs, chunk=max_parallel)
-        compile_seconds += sharded.compile_seconds
-        compiled.append((group, list(buckets.values()), sharded))
+            buckets.setdefault(epochs, []).extend((i, s) for s in range(spec.seeds))
+        run_sets.append([
+            RunSet(f"group{g}-epochs{epochs}", dataclasses.replace(group.config, max_epochs=epochs),
+                   [i * spec.seeds + s for i, s in members], np.stack([seed_keys[s] for _, s in members]),
+                   jax.tree.map(lambda *xs: np.stack(xs), *[HParams.from_config(configs[i]) for i, _ in members]),
+                   [configs[i] for i, _ in members])
+            for epochs, members in buckets.items()])
+
+    def group_starts(g, runs):
+        if on_group is not None:
+            on_group(g, len(groups), groups[g], runs)
+
+    results, timings = execute(run_sets, eval_episodes=spec.eval_episodes, chunk_updates=checkpoint_every,
+                               max_parallel=max_parallel, progress=progress, checkpoints=checkpoints, meta=meta,
+                               resume=resume, on_group=group_starts)
 
     runs: list[dict | None] = [None] * n_runs
+    states: list = [None] * n_runs
     metrics: list[dict | None] = [None] * n_runs
     evaluation: list[dict | None] = [None] * n_runs
     batch_sizes = [0] * n_runs
     diverged = np.zeros(n_runs, bool)
-    for group, buckets, sharded in compiled:
-        start = time.perf_counter()
-        outs = jax.block_until_ready(sharded())
-        run_seconds += time.perf_counter() - start
-        for members, out in zip(buckets, outs):
-            group_metrics = jax.tree.map(np.asarray, out.metrics)
-            group_eval = jax.tree.map(np.asarray, out.evaluation)
-            finite_params = np.asarray(jax.vmap(
-                lambda p: jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(p)])))(
-                    out.runner_state.params))
-            finite_loss = np.all(np.isfinite(group_metrics["total_loss"]), axis=1)
-            for j, (i, s) in enumerate(members):
-                k = i * spec.seeds + s
-                runs[k] = {"point": i, "seed": first_seed + s, **points[i]}
-                metrics[k] = {name: v[j] for name, v in group_metrics.items()}
-                evaluation[k] = {name: v[j] for name, v in group_eval.items()}
-                batch_sizes[k] = group.config.batch_size
-                diverged[k] = not (finite_params[j] and finite_loss[j])
-    return SweepResult(points, runs, metrics, evaluation, batch_sizes, diverged, len(groups),
-                       compile_seconds, run_seconds, spec, cfg)
+    for run_set in (s for sets in run_sets for s in sets):
+        out = results[run_set.name]
+        finite_params = np.all([np.all(np.isfinite(x), axis=tuple(range(1, x.ndim)))
+                                for x in jax.tree.leaves(out.state.params)], axis=0)
+        finite_loss = np.all(np.isfinite(out.metrics["total_loss"]), axis=1)
+        for j, k in enumerate(run_set.runs):
+            i, s = divmod(k, spec.seeds)
+            runs[k] = {"point": i, "seed": first_seed + s, **points[i]}
+            states[k] = jax.tree.map(lambda x: x[j], out.state)
+            metrics[k] = {name: v[j] for name, v in out.metrics.items()}
+            evaluation[k] = {name: v[j] for name, v in out.evaluation.items()}
+            batch_sizes[k] = run_set.config.batch_size
+            diverged[k] = not (finite_params[j] and finite_loss[j])
+    return SweepResult(points, runs, states, metrics, evaluation, batch_sizes, diverged, len(groups),
+                       timings.compile_seconds, timings.run_seconds, spec, cfg, timings)
 
 
 def swept_keys(result: SweepResult) -> list[str]:

@@ -248,3 +248,27 @@ def make_train(cfg: PPOConfig, progress=None, eval_episodes: int = 0):
         return TrainResult(state, metrics, evaluation)
 
     return train
+
+
+def make_policy(cfg: PPOConfig, state: LearnerState):
+    """A deployable policy of one run's state: `act(obs, key=None) -> env action`.
+
+    `obs` is one observation [obs_size] or a batch [n, obs_size]; without a key the
+    policy acts by its mode (argmax / mean), with one it samples. It goes through the
+    same agent as training (continuous actions clipped to the action bounds), so a loaded
+    policy acts exactly as it did in training. Jitted; one compile per shape.
+    """
+    agent = make_agent(cfg, make_env(cfg))
+    params, agent_state = state.params, state.agent_state
+
+    @functools.partial(jax.jit, static_argnums=2)
+    def policy(obs, key, deterministic):
+        batch = obs if obs.ndim == 2 else obs[None]
+        env_action, _, _, _ = agent.act(params, agent_state, batch, key, deterministic)
+        return env_action if obs.ndim == 2 else env_action[0]
+
+    def act(obs, key=None):
+        obs = jnp.asarray(obs, jnp.float32)
+        return policy(obs, jax.random.PRNGKey(0) if key is None else key, key is None)
+
+    return act

@@ -275,7 +275,7 @@ def test_cli_prints_any_usage_error_on_one_line_and_exits_2(error, monkeypatch, 
     def refuse(args):
         raise error
 
-    monkeypatch.setattr(cli, "train_command", refuse)
+    monkeypatch.setattr(cli, "run_command", refuse)
     assert cli.main(["train", CARTPOLE]) == 2
     err = capsys.readouterr().err
     assert err == f"purejaxppo: error: {error}\n"

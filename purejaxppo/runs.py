@@ -1,0 +1,195 @@
+"""Executing runs in chunks: compile, start (or restore), run K updates at a time with a
+checkpoint after each chunk, evaluate the final policies.
+
+The runs to execute come as groups (one compile each: runs whose static fields agree),
+each a list of run sets (runs scanning the same number of epochs; all run sets of a group
+share its one program). A run set's runs are a leading axis over keys and
+hyperparameters, sharded over every device by `ShardedRuns`.
+
+Per group, three compiled programs: `init` (keys -> states), a chunk of K updates
+(states, hparams -> states, metrics; one program reused for every chunk; a shorter last
+chunk compiles one more) and `evaluate` (states -> returns on fresh episodes). Without
+`chunk_updates` the chunk is the whole run. Because the learner state carries the random
+streams and the update counter, a run in chunks equals the run in one piece, and a
+resumed run equals the run never interrupted (same device layout), bit for bit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable
+
+import jax
+import numpy as np
+
+from purejaxppo.checkpoint import CheckpointError, Checkpoints
+from purejaxppo.config import HParams, PPOConfig
+from purejaxppo.parallel import ShardedRuns
+from purejaxppo.train import Learner
+
+
+@dataclasses.dataclass
+class RunSet:
+    """Runs sharing one program: a leading run axis over `keys` [n, 2] and `hparams`."""
+
+    name: str            # stable across processes and resumes: the checkpoint's key
+    config: PPOConfig    # static fields of every run in the set (max_epochs = its epoch scan)
+    runs: list[int]      # each run's index in the caller's list of runs
+    keys: np.ndarray
+    hparams: HParams
+    run_configs: list[PPOConfig]  # each run's own config (its hyperparameters), for the record
+
+
+@dataclasses.dataclass
+class SetResult:
+    state: object        # final LearnerState, leading run axis, numpy leaves
+    metrics: dict        # name -> [n, num_updates, ...]
+    evaluation: dict     # {"deterministic", "stochastic"} -> [n, episodes]; {} without evaluation
+
+
+@dataclasses.dataclass
+class Timings:
+    compiles: int = 0
+    compile_seconds: float = 0.0
+    run_seconds: float = 0.0         # executing init, chunks and evaluation
+    checkpoint_seconds: float = 0.0  # saving checkpoints
+    checkpoints: int = 0
+    checkpoint_bytes: int = 0        # arrays in the last checkpoint
+
+
+def _wait(outs):
+    """Block until `outs` are computed, polling, so that the main thread keeps running
+    Python: a Ctrl-C (KeyboardInterrupt) lands within ~50 ms, not when the chunk ends."""
+    for leaf in jax.tree.leaves(outs):
+        while not leaf.is_ready():
+            time.sleep(0.05)
+    return jax.tree.map(np.asarray, outs)
+
+
+def _stack(parts: list[dict]) -> dict:
+    return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *parts)
+
+
+class _Group:
+    """A group's compiled programs and its progress."""
+
+    def __init__(self, sets: list[RunSet], chunk_updates, eval_episodes, max_parallel, progress):
+        self.sets = sets
+        self.learners = [Learner(s.config, progress) for s in sets]
+        self.num_updates = sets[0].config.num_updates
+        self.chunk = min(chunk_updates or self.num_updates, self.num_updates)
+        self.max_parallel = max_parallel
+        self.shapes = [jax.eval_shape(jax.vmap(learner.init), s.keys) for learner, s in zip(self.learners, sets)]
+        self.init = ShardedRuns.buckets([(learner.init, (s.keys,)) for learner, s in zip(self.learners, sets)],
+                                        chunk=max_parallel)
+        self._chunks: dict[int, ShardedRuns] = {}
+        self.programs = [self.init, self.chunk_program(self.chunk)]
+        self.evaluate = None
+        if eval_episodes:
+            def evaluate_both(learner, state):
+                return {name: learner.evaluate(state, eval_episodes, deterministic)
+                        for name, deterministic in (("deterministic", True), ("stochastic", False))}
+
+            self.evaluate = ShardedRuns.buckets(
+                [(lambda state, learner=learner: evaluate_both(learner, state), (shape,))
+                 for learner, shape in zip(self.learners, self.shapes)], chunk=max_parallel)
+            self.programs.append(self.evaluate)
+        self.states = None                       # per set, numpy, once started
+        self.metrics: list[list[dict]] = [[] for _ in sets]
+        self.updates_done = 0
+
+    def chunk_program(self, updates: int) -> ShardedRuns:
+        if updates not in self._chunks:
+            self._chunks[updates] = ShardedRuns.buckets(
+                [(lambda state, hp, learner=learner: learner.run(state, hp, updates), (shape, s.hparams))
+                 for learner, shape, s in zip(self.learners, self.shapes, self.sets)], chunk=self.max_parallel)
+        return self._chunks[updates]
+
+
+def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates: int | None = None,
+            max_parallel: int | None = None, progress=None, checkpoints: Checkpoints | None = None,
+            meta: dict | None = None, resume: bool = False, on_group: Callable[[int, int], None] | None = None) -> tuple[dict[str, SetResult], Timings]:
+    """Run every group to the end -> ({run set name: SetResult}, Timings).
+
+    Every group is compiled (and its memory checked) before any runs. With `checkpoints`,
+    a checkpoint (every run set started so far: state and metrics; `meta` with the updates
+    done added) is saved after each chunk, so at least once at the end; with `resume`,
+    the newest one is restored first. A KeyboardInterrupt (Ctrl-C) while a chunk
+    computes stops at once: the chunk is dropped, the newest checkpoint stays as it was.
+    `on_group(g, runs)` is called before group g compiles.
+    """
+    timings = Timings()
+    compiled = []
+    for g, sets in enumerate(groups):
+        if on_group is not None:
+            on_group(g, sum(len(s.runs) for s in sets))
+        group = _Group(sets, chunk_updates, eval_episodes, max_parallel, progress)
+        compiled.append(group)
+    timings.compiles = sum(len(group.programs) for group in compiled)
+    timings.compile_seconds = sum(p.compile_seconds for group in compiled for p in group.programs)
+
+    if resume:
+        _restore(compiled, checkpoints)
+
+    def save():
+        started = [group for group in compiled if group.states is not None]
+        step = sum(group.updates_done for group in started)
+        states = {s.name: state for group in started for s, state in zip(group.sets, group.states)}
+        metrics = {s.name: _stack(parts) for group in started for s, parts in zip(group.sets, group.metrics)}
+        done = {s.name: group.updates_done for group in started for s in group.sets}
+        configs = {s.name: {"config": s.config.to_dict(), "runs": s.runs,
+                            "run_configs": [c.to_dict() for c in s.run_configs]}
+                   for group in started for s in group.sets}
+        checkpoints.save(step, states, metrics, {**(meta or {}), "updates_done": done, "sets": configs})
+        timings.checkpoint_seconds += checkpoints.last_save_seconds
+        timings.checkpoints += 1
+        timings.checkpoint_bytes = checkpoints.last_save_bytes
+
+    results: dict[str, SetResult] = {}
+    for g, group in enumerate(compiled):
+        start = time.perf_counter()
+        if group.states is None:
+            group.states = _wait(group.init())
+        while group.updates_done < group.num_updates:
+            updates = min(group.chunk, group.num_updates - group.updates_done)
+            outs = _wait(group.chunk_program(updates)([(state, s.hparams)
+                                                        for state, s in zip(group.states, group.sets)]))
+            group.states = [state for state, _ in outs]
+            for parts, (_, metrics) in zip(group.metrics, outs):
+                parts.append(metrics)
+            group.updates_done += updates
+            timings.run_seconds += time.perf_counter() - start
+            last_group_done = g == len(compiled) - 1 and group.updates_done == group.num_updates
+            if checkpoints is not None and (chunk_updates or last_group_done):
+                save()
+            start = time.perf_counter()
+        evaluation = [{} for _ in group.sets]
+        if group.evaluate is not None:
+            evaluation = _wait(group.evaluate([(state,) for state in group.states]))
+        timings.run_seconds += time.perf_counter() - start
+        for s, state, parts, ev in zip(group.sets, group.states, group.metrics, evaluation):
+            results[s.name] = SetResult(state, _stack(parts), ev)
+    return results, timings
+
+
+def _restore(compiled: list[_Group], checkpoints: Checkpoints) -> None:
+    """Each run set's state and metrics from the newest complete checkpoint."""
+    meta = checkpoints.meta()
+    done = meta.get("updates_done", {})
+    by_name = {s.name: (group, i) for group in compiled for i, s in enumerate(group.sets)}
+    unknown = sorted(set(done) - set(by_name))
+    if unknown:
+        raise CheckpointError(f"{checkpoints.folder}: run sets {unknown} are not part of this run")
+    abstract = {name: by_name[name][0].shapes[by_name[name][1]] for name in done}
+    states, metrics, _ = checkpoints.restore(None, abstract)
+    for group in compiled:
+        names = [s.name for s in group.sets]
+        present = [name in done for name in names]
+        if not any(present):
+            continue
+        if not all(present):
+            raise CheckpointError(f"{checkpoints.folder}: holds only some run sets of a group: {names}")
+        group.states = [states[name] for name in names]
+        group.metrics = [[metrics[name]] for name in names]
+        group.updates_done = done[names[0]]

@@ -1,0 +1,196 @@
+"""Checkpoints: the full learner state of every run saved with orbax, resumed bit for bit,
+refused when broken or foreign; a saved policy acts as it did in training."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import chex
+import jax
+import numpy as np
+import pytest
+
+import purejaxppo as ppo
+from purejaxppo.checkpoint import CheckpointError, Checkpoints
+from purejaxppo.cli import main
+from purejaxppo.sweep import make_spec, sweep
+
+TINY = dict(num_envs=4, num_steps=16, num_minibatches=2, total_timesteps=4 * 16 * 6,
+            env_params={"max_steps_in_episode": 60})
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """Three seeds in chunks of 2 updates with a checkpoint after each, and the same runs
+    in one piece without checkpoints."""
+    folder = tmp_path_factory.mktemp("run")
+    cfg = ppo.make_config(TINY)
+    spec = make_spec({"seeds": 3, "eval_episodes": 8})
+    meta = {"command": "train", "config": cfg.to_dict(), "spec": {"seeds": 3, "eval_episodes": 8}, "first_seed": 0}
+    chunked = sweep(cfg, spec=spec, checkpoints=Checkpoints(folder / "checkpoints", keep=2), checkpoint_every=2,
+                    meta=meta)
+    whole = sweep(cfg, spec=spec)
+    return folder, cfg, chunked, whole
+
+
+def test_chunks_with_checkpoints_equal_one_piece_bit_for_bit(saved):
+    folder, cfg, chunked, whole = saved
+    for k in range(3):
+        chex.assert_trees_all_equal(chunked.states[k], whole.states[k])
+        chex.assert_trees_all_equal(chunked.metrics[k], whole.metrics[k])
+        chex.assert_trees_all_equal(chunked.evaluation[k], whole.evaluation[k])
+    assert chunked.timings.checkpoints == 3 and whole.timings.checkpoints == 0
+    assert Checkpoints(folder / "checkpoints").steps() == [4, 6]  # --keep 2
+
+
+def test_load_and_make_policy_act_as_in_training(saved):
+    folder, cfg, chunked, _ = saved
+    loaded_cfg, state = ppo.load(folder, run=1)
+    assert loaded_cfg == cfg
+    chex.assert_trees_all_equal(state, jax.tree.map(np.asarray, chunked.states[1]))  # the full learner state
+    assert int(state.updates_done) == cfg.num_updates
+    # the deployed policy acts as the agent did: the greedy action and the sampled one
+    learner = ppo.Learner(cfg)
+    obs = np.asarray(state.obs)
+    act = ppo.make_policy(loaded_cfg, state)
+    greedy, *_ = learner.agent.act(state.params, state.agent_state, obs, None, deterministic=True)
+    np.testing.assert_array_equal(act(obs), greedy)
+    np.testing.assert_array_equal(act(obs[0]), greedy[0])
+    key = jax.random.PRNGKey(4)
+    sampled, *_ = learner.agent.act(state.params, state.agent_state, obs, key)
+    np.testing.assert_array_equal(act(obs, key), sampled)
+    # and the loaded state evaluates to the returns training reported for the final policy
+    returns = jax.jit(learner.evaluate, static_argnums=(1, 2))(state, 8, True)
+    np.testing.assert_array_equal(returns, chunked.evaluation[1]["deterministic"])
+    # an earlier checkpoint, and all runs at once
+    _, early = ppo.load(folder, step=4, run=2)
+    assert int(early.updates_done) == 4
+    _, every = ppo.load(folder, run=None)
+    assert every.params["params"]["actor"]["Dense_0"]["kernel"].shape[0] == 3
+    with pytest.raises(CheckpointError, match="no checkpoint at step 2"):
+        ppo.load(folder, step=2)
+    with pytest.raises(CheckpointError, match="has no run 7"):
+        ppo.load(folder, run=7)
+
+
+def test_half_written_corrupted_and_foreign_checkpoints(saved, tmp_path):
+    import shutil
+
+    folder, cfg, *_ = saved
+    copy = tmp_path / "run"
+    shutil.copytree(folder, copy)
+    # a save cut short leaves orbax's temporary folder: never listed as a checkpoint
+    (copy / "checkpoints" / "8.orbax-checkpoint-tmp-1234").mkdir()
+    assert Checkpoints(copy / "checkpoints").steps() == [4, 6]
+    # corrupted data: refused with one line naming the checkpoint
+    for path in (copy / "checkpoints" / "6" / "state").rglob("*"):
+        if path.is_file() and path.stat().st_size > 100 and "d" in path.parent.name:
+            path.write_bytes(path.read_bytes()[:50])
+    with pytest.raises(CheckpointError, match="unreadable"):
+        ppo.load(copy)
+    # corrupted metadata: refused
+    meta_file = next((copy / "checkpoints" / "4" / "meta").glob("metadata"))
+    meta_file.write_text("{not json")
+    with pytest.raises(CheckpointError, match="unreadable"):
+        ppo.load(copy, step=4)
+    # a checkpoint some other program wrote: refused
+    import orbax.checkpoint as ocp
+
+    foreign = tmp_path / "foreign" / "checkpoints"
+    foreign.mkdir(parents=True)
+    with ocp.CheckpointManager(foreign) as manager:
+        manager.save(1, args=ocp.args.Composite(meta=ocp.args.JsonSave({"hello": 1})))
+    with pytest.raises(CheckpointError, match="not a purejaxppo-checkpoint"):
+        ppo.load(tmp_path / "foreign")
+    with pytest.raises(CheckpointError, match="no checkpoints/ folder"):
+        ppo.load(tmp_path)
+
+
+def test_cli_refuses_a_changed_resume_before_compiling(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["train", "configs/cartpole.yaml", "--seeds", "2", "--set", "num_steps=16", "--set",
+            "total_timesteps=128", "--checkpoint-every", "1", "--out", str(out)]
+    assert main(args) == 0
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["1", "2"]
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out), "--set", "lr=0.001", "--set", "num_envs=8"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1
+    assert "lr 0.00025 -> 0.001" in error and "num_envs 4 -> 8" in error
+    assert main(["sweep", "--resume", str(out)]) == 2
+    assert "resume it with purejaxppo train --resume" in capsys.readouterr().err
+    assert main(["train", "--resume", str(out)]) == 2  # finished: nothing to resume, nothing overwritten
+    assert "finished run" in capsys.readouterr().err
+    assert main(["train", "--resume", str(tmp_path / "nothing")]) == 2
+    # eval of the saved policies
+    assert main(["eval", str(out), "--episodes", "4", "--json"]) == 0
+    import json
+
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["runs"]) == 2 and all(len(r["returns"]) == 4 for r in report["runs"])
+    assert report["step"] == 2 and report["min"] <= report["median"] <= report["max"]
+
+
+# --------------------------------------------------------------------------------------
+# Faults, for real: SIGKILL and Ctrl-C in a subprocess, then resume
+# --------------------------------------------------------------------------------------
+RUN = ["-m", "purejaxppo.cli", "train", "configs/cartpole.yaml", "--seeds", "2", "--set", "num_steps=8",
+       "--set", "num_envs=2", "--set", "total_timesteps=1280", "--checkpoint-every", "1"]
+
+
+def _env(cache):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
+    env.update(XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_COMPILATION_CACHE_DIR=str(cache),
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+    return env
+
+
+def _checkpoints(folder):
+    folder = folder / "checkpoints"
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+
+
+def _start_and_stop(args, folder, env, sig, after):
+    """Start a run, send `sig` once it has a checkpoint newer than `after`; the run must
+    still be going then (else the test proves nothing)."""
+    log = folder.parent / f"{folder.name}-{sig.name}.log"
+    with open(log, "w") as output:  # a file, not a pipe: a full pipe would stall the run
+        proc = subprocess.Popen([sys.executable, *args], env=env, stdout=output, stderr=subprocess.STDOUT)
+        deadline = time.time() + 300
+        while not [s for s in _checkpoints(folder) if s > after] and time.time() < deadline:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run ended before it could be stopped"
+        proc.send_signal(sig)
+        proc.wait(timeout=120)
+    return proc.returncode, log.read_text()
+
+
+@pytest.mark.slow
+def test_sigkill_and_ctrl_c_then_resume_equal_the_run_never_interrupted(tmp_path):
+    env = _env(tmp_path / "cache")
+    whole = subprocess.run([sys.executable, *RUN, "--out", str(tmp_path / "whole")], env=env, capture_output=True,
+                           text=True, timeout=600)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+
+    cut = tmp_path / "cut"
+    code, _ = _start_and_stop([*RUN, "--out", str(cut)], cut, env, signal.SIGKILL, after=0)
+    assert code == -signal.SIGKILL
+    killed_at = _checkpoints(cut)[-1]
+    assert 1 <= killed_at < 80 and not (cut / "summary.md").exists()
+
+    resume = ["-m", "purejaxppo.cli", "train", "--resume", str(cut)]
+    code, err = _start_and_stop(resume, cut, env, signal.SIGINT, after=killed_at)
+    assert code == 130, err[-3000:]
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].endswith(f"resume with: purejaxppo train --resume {cut}")
+    assert _checkpoints(cut)[-1] > killed_at
+
+    done = subprocess.run([sys.executable, *resume], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # the metrics of every update and the final state of both seeds: bit for bit
+    assert (cut / "metrics.csv").read_text() == (tmp_path / "whole" / "metrics.csv").read_text()
+    for run in (0, 1):
+        chex.assert_trees_all_equal(ppo.load(cut, run=run)[1], ppo.load(tmp_path / "whole", run=run)[1])
