@@ -22,10 +22,20 @@ import sys
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
+from purejaxppo import report
+from purejaxppo.checkpoint import CheckpointError, Checkpoints, evaluate_folder
 from purejaxppo.config import ConfigError, load_config, make_config, parse_override, text_table
 from purejaxppo.errors import UsageError
+from purejaxppo.live import LiveLog, check_wandb
+from purejaxppo.parallel import init_distributed_from_env, is_writer, use_all_cpu_cores
+from purejaxppo.stats import mean_se
+from purejaxppo.sweep import load_sweep, make_spec, parse_grid_option, plan, sweep, swept_keys
 
 DEFAULT_EVAL_EPISODES = 64
 
@@ -122,111 +132,95 @@ def _check_counts(args) -> None:
             raise ConfigError(option, value, f"must be at least {minimum}")
 
 
-def _changes(saved: dict, requested: dict) -> list[str]:
-    return [f"{key} {saved.get(key)!r} -> {requested.get(key)!r}" for key in sorted(set(saved) | set(requested))
-            if saved.get(key) != requested.get(key)]
-
-
 # --------------------------------------------------------------------------------------
 # train and sweep: one path
 # --------------------------------------------------------------------------------------
-def _start(args):
-    """-> (folder, base config, spec, meta, resuming): a new run's, or the run in
-    --resume DIR's as it was asked (anything restated must be unchanged)."""
-    from purejaxppo.report import spec_dict
-    from purejaxppo.sweep import load_sweep, make_spec, parse_grid_option
-
-    _check_counts(args)
+def _asked(args, saved: dict | None = None):
+    """-> (meta, base config, spec): the run the command line asks for, as a checkpoint's
+    meta records it; with `saved` (a resumed run's meta), what it does not restate is the
+    saved run's."""
+    saved = saved or {}
+    saved_spec = {k: v for k, v in saved.get("spec", {}).items() if v or k != "grid"}  # a train run's grid is {}
     overrides = dict(parse_override(item) for item in args.set)
-    if args.resume is None:
-        if args.command == "train":
-            if args.config is None:
-                raise ConfigError("config", None, "give a YAML config (or --resume DIR)")
-            base = load_config(args.config, overrides)
-            eval_episodes = DEFAULT_EVAL_EPISODES if args.eval_episodes is None else args.eval_episodes
-            spec = make_spec({"seeds": args.seeds or 1, "eval_episodes": eval_episodes})
+    source = args.config if args.command == "train" else args.spec
+    if source is None and not saved:
+        raise ConfigError("config" if args.command == "train" else "spec", None,
+                          f"give a {'YAML config' if args.command == 'train' else 'sweep YAML'} (or --resume DIR)")
+    if args.command == "train":
+        base = load_config(source, overrides) if source else make_config({**saved["config"], **overrides})
+        eval_episodes = next(v for v in (args.eval_episodes, saved_spec.get("eval_episodes"), DEFAULT_EVAL_EPISODES)
+                             if v is not None)
+        spec = make_spec({"seeds": args.seeds or saved_spec.get("seeds", 1), "eval_episodes": eval_episodes})
+    else:
+        grid = dict(parse_grid_option(item) for item in args.grid) or None
+        if source:
+            base, spec = load_sweep(source, overrides, grid=grid, seeds=args.seeds)
         else:
-            if args.spec is None:
-                raise ConfigError("spec", None, "give a sweep YAML (or --resume DIR)")
-            grid = dict(parse_grid_option(item) for item in args.grid) or None
-            base, spec = load_sweep(args.spec, overrides, grid=grid, seeds=args.seeds)
-        meta = {"command": args.command, "config": base.to_dict(), "spec": spec_dict(spec),
-                "first_seed": args.seed or 0, "checkpoint_every": args.checkpoint_every,
-                "max_parallel": args.max_parallel, "keep": args.keep}
-        return base, spec, meta, False
+            base = make_config({**saved["config"], **overrides})
+            spec = make_spec(saved_spec, grid=grid, seeds=args.seeds)
+    options = {"first_seed": args.seed, "checkpoint_every": args.checkpoint_every, "max_parallel": args.max_parallel,
+               "keep": args.keep}
+    options = {k: saved.get(k, 0 if k == "first_seed" else None) if v is None else v for k, v in options.items()}
+    meta = {"command": args.command, "config": base.to_dict(), "spec": report.spec_dict(spec), **options}
+    return meta, base, spec
 
-    from purejaxppo.checkpoint import CheckpointError, Checkpoints
 
+def _flat(meta: dict) -> dict:
+    """A run's settings as one flat mapping, to name each one that changed."""
+    return {**meta["config"], **{f"sweep.{k}": v for k, v in meta["spec"].items()},
+            **{k: v for k, v in meta.items() if k not in ("config", "spec")}}
+
+
+def _start(args):
+    """-> (meta, base config, spec, resuming): a new run's, or the run in --resume DIR's
+    (what the command line restates must be what it was started with)."""
+    _check_counts(args)
+    if args.resume is None:
+        return (*_asked(args), False)
     folder = Path(args.resume)
     if not folder.is_dir():
         raise ConfigError("--resume", args.resume, "is not a folder")
-    meta = Checkpoints(folder / "checkpoints", create=False).meta()
-    meta = {k: meta[k] for k in ("command", "config", "spec", "first_seed", "checkpoint_every", "max_parallel",
-                                 "keep")}
-    if meta["command"] != args.command:
-        raise CheckpointError(f"{folder} holds a {meta['command']} run: resume it with "
-                              f"purejaxppo {meta['command']} --resume {folder}")
-    saved_spec = {k: v for k, v in meta["spec"].items() if v or k != "grid"}  # a train run's grid is empty
-    base, spec = make_config(meta["config"]), make_spec(saved_spec)
-    # what the command line restates must be what the run was started with
-    saved = {**meta["config"], **{f"sweep.{k}": v for k, v in meta["spec"].items()}}
-    if args.command == "train":
-        requested = (load_config(args.config, overrides) if args.config else make_config({**meta["config"], **overrides}))
-        restated_spec = {"seeds": args.seeds, "eval_episodes": args.eval_episodes}
-    else:
-        grid = dict(parse_grid_option(item) for item in args.grid) or None
-        requested, spec_again = (load_sweep(args.spec, overrides, grid=grid, seeds=args.seeds) if args.spec
-                                 else (make_config({**meta["config"], **overrides}),
-                                       make_spec(saved_spec, grid=grid, seeds=args.seeds)))
-        restated_spec = spec_dict(spec_again)
-    wanted = {**requested.to_dict(), **{f"sweep.{k}": v for k, v in restated_spec.items() if v is not None}}
-    wanted = {**saved, **wanted}
-    for option in ("first_seed", "checkpoint_every", "max_parallel", "keep"):
-        value = getattr(args, "seed" if option == "first_seed" else option)
-        saved[option], wanted[option] = meta[option], meta[option] if value is None else value
-    changed = _changes(saved, wanted)
+    saved = Checkpoints(folder / "checkpoints", create=False).meta()
+    saved = {k: saved[k] for k in ("command", "config", "spec", "first_seed", "checkpoint_every", "max_parallel",
+                                   "keep")}
+    if saved["command"] != args.command:
+        raise CheckpointError(f"{folder} holds a {saved['command']} run: resume it with "
+                              f"purejaxppo {saved['command']} --resume {folder}")
+    meta, base, spec = _asked(args, saved)
+    before, now = _flat(saved), _flat(meta)
+    changed = [f"{key} {before.get(key)!r} -> {now.get(key)!r}" for key in sorted(set(before) | set(now))
+               if before.get(key) != now.get(key)]
     if changed:
         raise ConfigError("--resume", args.resume, "the run was started with other settings; a resumed run "
                           f"must be the same run: {'; '.join(changed)}")
     if (folder / "summary.md").exists():
         raise ConfigError("--resume", args.resume, "is a finished run (it has summary.md): nothing to resume; "
                           f"evaluate it with: purejaxppo eval {folder}")
-    return base, spec, meta, True
+    return meta, base, spec, True
 
 
 def run_command(args) -> int:
-    base, spec, meta, resuming = _start(args)
+    meta, base, spec, resuming = _start(args)
     if args.wandb:
-        from purejaxppo.live import check_wandb
-
         check_wandb()
-    import jax
-
-    from purejaxppo.parallel import is_writer
 
     writer = is_writer()  # several processes: each computes its shard, process 0 writes
+    if resuming and jax.process_count() > 1:
+        raise ConfigError("--resume", args.resume, "resuming is not supported with several processes yet")
     if resuming:
         folder = Path(args.resume)
     elif writer:
         prefix = "" if args.command == "train" else "sweep-"
         folder = _claim_folder(args.out, f"{prefix}{base.env}")
         spec_or_none = None if args.command == "train" else spec
-        from purejaxppo.report import config_yaml, write_new
 
         config_file = folder / ("config.yaml" if args.command == "train" else "sweep.yaml")
         try:
-            write_new(config_file, config_yaml(base.to_dict(), spec_or_none))
+            report.write_new(config_file, report.config_yaml(base.to_dict(), spec_or_none))
         except OSError as error:
             raise ConfigError("--out", str(folder), f"cannot write {config_file.name}: {error.strerror}") from None
     else:
         folder = None
-
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from purejaxppo.checkpoint import Checkpoints
-    from purejaxppo.live import LiveLog
-    from purejaxppo.sweep import plan, sweep
 
     console = Console()
     resume_command = f"purejaxppo {args.command} --resume {shlex.quote(str(folder))}"
@@ -234,7 +228,7 @@ def run_command(args) -> int:
     points, _, groups = plan(base, spec)
     runs = len(points) * spec.seeds
     what = f"{spec.seeds} seed(s)" if args.command == "train" else f"{len(points)} point(s) x {spec.seeds} seed(s)"
-    console.print(f"[bold]{base.env}[/]: {what} = {runs} run(s), {len(groups)} compile(s) of "
+    console.print(f"[bold]{base.env}[/]: {what} = {runs} run{'s' if runs != 1 else ''}, {len(groups)} compile(s) of "
                   f"{groups[0].config.num_updates} updates x {groups[0].config.batch_size} steps, "
                   f"on {len(jax.devices())} device(s)" + (f"; resuming {folder}" if resuming else ""))
 
@@ -287,9 +281,6 @@ def run_command(args) -> int:
 
 
 def _write_train_results(folder, base, spec, result, console) -> None:
-    from rich.table import Table
-
-    from purejaxppo import report
 
     seeds = [run["seed"] for run in result.runs]
     metrics = {name: np.stack([m[name] for m in result.metrics]) for name in result.metrics[0]}
@@ -307,8 +298,6 @@ def _write_train_results(folder, base, spec, result, console) -> None:
 
 
 def _write_sweep_results(folder, base, spec, result, console) -> None:
-    from purejaxppo import report
-    from purejaxppo.sweep import swept_keys
 
     rows = report.sweep_summary(result)
     report.write_sweep_folder(folder, result, rows)
@@ -324,11 +313,9 @@ def _write_sweep_results(folder, base, spec, result, console) -> None:
 def eval_command(args) -> int:
     if args.episodes < 1:
         raise ConfigError("--episodes", args.episodes, "must be at least 1")
-    from purejaxppo.checkpoint import evaluate_folder
 
     runs = evaluate_folder(args.folder, episodes=args.episodes, seed=args.seed,
                            deterministic=not args.stochastic, step=args.step)
-    from purejaxppo.stats import mean_se
 
     pooled = np.concatenate([run["returns"] for run in runs])
     mean, se = mean_se(pooled)
@@ -361,7 +348,6 @@ def _histogram(values, bins: int = 10, width: int = 40) -> str:
 
 
 def main(argv=None) -> int:
-    from purejaxppo.parallel import init_distributed_from_env, use_all_cpu_cores
 
     use_all_cpu_cores()  # seeds spread over the cores; before JAX starts its backend
     args = _parser().parse_args(argv)

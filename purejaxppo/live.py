@@ -85,7 +85,6 @@ class LiveLog:
         if self._tensorboard is not None:
             for name, value in scalars.items():
                 self._tensorboard.add_scalar(f"group{record['group']}/{name}", value, record["env_steps"])
-            self._tensorboard.flush()
         if self._wandb is not None:
             self._wandb.log({"env_steps": record["env_steps"],
                              **{f"group{record['group']}/{k}": v for k, v in scalars.items()}})

@@ -62,7 +62,7 @@ def _wait(outs):
     """Block until `outs` are computed, polling, so that the main thread keeps running
     Python: a Ctrl-C (KeyboardInterrupt) lands within ~50 ms, not when the chunk ends."""
     for leaf in jax.tree.leaves(outs):
-        while not leaf.is_ready():
+        while isinstance(leaf, jax.Array) and not leaf.is_ready():  # (several processes: numpy, gathered)
             time.sleep(0.05)
     return jax.tree.map(np.asarray, outs)
 
@@ -84,7 +84,7 @@ class _Group:
         self.init = ShardedRuns.buckets([(learner.init, (s.keys,)) for learner, s in zip(self.learners, sets)],
                                         chunk=max_parallel)
         self._chunks: dict[int, ShardedRuns] = {}
-        self.programs = [self.init, self.chunk_program(self.chunk)]
+        self.chunk_program(self.chunk)
         self.evaluate = None
         if eval_episodes:
             def evaluate_both(learner, state):
@@ -94,10 +94,13 @@ class _Group:
             self.evaluate = ShardedRuns.buckets(
                 [(lambda state, learner=learner: evaluate_both(learner, state), (shape,))
                  for learner, shape in zip(self.learners, self.shapes)], chunk=max_parallel)
-            self.programs.append(self.evaluate)
         self.states = None                       # per set, numpy, once started
         self.metrics: list[list[dict]] = [[] for _ in sets]
         self.updates_done = 0
+
+    @property
+    def programs(self) -> list[ShardedRuns]:
+        return [self.init, *self._chunks.values(), *([self.evaluate] if self.evaluate is not None else [])]
 
     def chunk_program(self, updates: int) -> ShardedRuns:
         if updates not in self._chunks:
@@ -109,12 +112,14 @@ class _Group:
 
 def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates: int | None = None,
             max_parallel: int | None = None, progress=None, checkpoints: Checkpoints | None = None,
-            meta: dict | None = None, resume: bool = False, on_group: Callable[[int, int], None] | None = None) -> tuple[dict[str, SetResult], Timings]:
+            meta: dict | None = None, resume: bool = False,
+            on_group: Callable[[int, int], None] | None = None) -> tuple[dict[str, SetResult], Timings]:
     """Run every group to the end -> ({run set name: SetResult}, Timings).
 
     Every group is compiled (and its memory checked) before any runs. With `checkpoints`,
     a checkpoint (every run set started so far: state and metrics; `meta` with the updates
-    done added) is saved after each chunk, so at least once at the end; with `resume`,
+    done added) is saved after each chunk of `chunk_updates`, or without it after each
+    group; with `resume`,
     the newest one is restored first. A KeyboardInterrupt (Ctrl-C) while a chunk
     computes stops at once: the chunk is dropped, the newest checkpoint stays as it was.
     `on_group(g, runs)` is called before group g compiles.
@@ -126,8 +131,6 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
             on_group(g, sum(len(s.runs) for s in sets))
         group = _Group(sets, chunk_updates, eval_episodes, max_parallel, progress)
         compiled.append(group)
-    timings.compiles = sum(len(group.programs) for group in compiled)
-    timings.compile_seconds = sum(p.compile_seconds for group in compiled for p in group.programs)
 
     if resume:
         _restore(compiled, checkpoints)
@@ -147,7 +150,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
         timings.checkpoint_bytes = checkpoints.last_save_bytes
 
     results: dict[str, SetResult] = {}
-    for g, group in enumerate(compiled):
+    for group in compiled:
         start = time.perf_counter()
         if group.states is None:
             group.states = _wait(group.init())
@@ -160,8 +163,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
                 parts.append(metrics)
             group.updates_done += updates
             timings.run_seconds += time.perf_counter() - start
-            last_group_done = g == len(compiled) - 1 and group.updates_done == group.num_updates
-            if checkpoints is not None and (chunk_updates or last_group_done):
+            if checkpoints is not None and (chunk_updates or group.updates_done == group.num_updates):
                 save()
             start = time.perf_counter()
         evaluation = [{} for _ in group.sets]
@@ -170,6 +172,8 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
         timings.run_seconds += time.perf_counter() - start
         for s, state, parts, ev in zip(group.sets, group.states, group.metrics, evaluation):
             results[s.name] = SetResult(state, _stack(parts), ev)
+    timings.compiles = sum(len(group.programs) for group in compiled)
+    timings.compile_seconds = sum(p.compile_seconds for group in compiled for p in group.programs)
     return results, timings
 
 

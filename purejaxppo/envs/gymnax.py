@@ -44,8 +44,9 @@ class GymnaxEnv:
     """A gymnax environment with flat float32 observations and bool done flags.
 
     `step` is the raw transition: it does not reset (gymnax's own `step` computes a
-    reset on every step and selects it on done; `AutoReset` does that once per
-    rollout, batched, instead).
+    reset on every step and selects it on done). `AutoReset` starts new episodes: the
+    training rollout computes every reset it may need up front, batched; evaluation
+    computes them step by step (`rollout(..., batch_resets=False)`), to keep memory flat.
     """
 
     def __init__(self, name: str, env_params: dict | None = None):
