@@ -4,7 +4,7 @@ TensorBoard fed from the learner's host callback, against the same training with
     python -m benchmarks.logging_overhead [--seeds 8] [--total-timesteps 500000] [--rounds 5]
 
 Both programs are compiled once (over every CPU core, as the CLI runs them), then timed
-interleaved (A B A B ...) for --rounds rounds; the table gives the median and range of
+interleaved (A B C A B C ...) for --rounds rounds; the table gives the median and range of
 each and the median of the per-round ratios (logged / plain; 1.03 = 3% slower), with the
 1-minute load average before each cell (cells started with load above the core count are
 marked).
@@ -52,18 +52,20 @@ def main() -> None:
                        on_record=lambda r: bar.update(task, completed=r["update"],
                                                       description=f"return {r.get('episode_return', 0):.4g}"))
         live.group(0, args.seeds, cfg.batch_size)
-        logged = ShardedRuns(ppo.make_train(cfg, progress=live), keys)
-        plain = ShardedRuns(ppo.make_train(cfg), keys)
-        times = {"logged": [], "plain": []}
+        programs = {"logged": ShardedRuns(ppo.make_train(cfg, progress=live), keys),
+                    "callback only": ShardedRuns(ppo.make_train(cfg, progress=lambda *_: None), keys),
+                    "plain": ShardedRuns(ppo.make_train(cfg), keys)}
+        times = {name: [] for name in programs}
         loads = []
         for _ in range(args.rounds):
-            for name, runs in (("logged", logged), ("plain", plain)):
+            for name, runs in programs.items():
                 loads.append(os.getloadavg()[0])
                 start = time.perf_counter()
                 jax.block_until_ready(runs())
                 times[name].append(time.perf_counter() - start)
         live.close()
     ratios = [a / b for a, b in zip(times["logged"], times["plain"])]
+    callback_ratios = [a / b for a, b in zip(times["callback only"], times["plain"])]
     lines = (folder / "progress.jsonl").read_text().splitlines()
     cores = os.cpu_count() or 1
     busy = sum(load > cores for load in loads)
@@ -73,16 +75,18 @@ def main() -> None:
     print(f"`python -m benchmarks.logging_overhead --seeds {args.seeds} --total-timesteps {args.total_timesteps} "
           f"--rounds {args.rounds}`: {args.config}, {args.seeds} seeds x {cfg.num_updates} updates x "
           f"{cfg.batch_size} steps; logged = progress bar + progress.jsonl + TensorBoard from the host "
-          f"callback ({len(lines)} records written), plain = neither. Compile: logged "
-          f"{logged.compile_seconds:.1f} s, plain {plain.compile_seconds:.1f} s.\n")
+          f"callback ({len(lines)} records written), callback only = the same host callback doing nothing, "
+          f"plain = no callback. Compile: " + ", ".join(f"{name} {runs.compile_seconds:.1f} s"
+                                                         for name, runs in programs.items()) + ".\n")
     print("| | median s | range s | steps/s (median) |\n|---|---|---|---|")
     steps = args.seeds * cfg.num_updates * cfg.batch_size
-    for name in ("plain", "logged"):
+    for name in ("plain", "callback only", "logged"):
         t = times[name]
         print(f"| {name} | {statistics.median(t):.2f} | {min(t):.2f}–{max(t):.2f} | "
               f"{steps / statistics.median(t):,.0f} |")
     print(f"\nlogged / plain, median of the per-round ratios: **{statistics.median(ratios):.3f}** "
-          f"(rounds: {', '.join(f'{r:.3f}' for r in ratios)}); load average before each cell: "
+          f"(rounds: {', '.join(f'{r:.3f}' for r in ratios)}); callback only / plain: "
+          f"{statistics.median(callback_ratios):.3f}; load average before each cell: "
           f"{', '.join(f'{x:.1f}' for x in loads)}{f' ({busy} cells started above {cores})' if busy else ''}.")
 
 

@@ -295,6 +295,7 @@ def _write_train_results(folder, base, spec, result, console) -> None:
     for name, value in report.summary_lines(summary):
         table.add_row(name, value)
     console.print(table)
+    console.print(f"per-epoch clip fraction: {summary['diagnosis']}")
 
 
 def _write_sweep_results(folder, base, spec, result, console) -> None:

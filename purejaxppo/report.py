@@ -40,7 +40,9 @@ def summarize(metrics: Mapping[str, np.ndarray], *, steps_per_run: int, run_seco
 
     `metrics` has a leading seed axis: [seeds, num_updates, ...]; `evaluation` (the final
     policy on fresh episodes): {"deterministic", "stochastic"} -> [seeds, episodes];
-    `diverged`: [seeds] bool (NaN/Inf in losses or parameters).
+    `diverged`: [seeds] bool (NaN/Inf in losses or parameters): as in a sweep's table,
+    diverged seeds are counted and left out of the means. `diagnosis` reads the per-epoch
+    clip fraction by the sweep's rules.
     """
     per_seed = dict(stats.per_run(metrics))
     with stats.quiet_nan_warnings():
@@ -48,15 +50,15 @@ def summarize(metrics: Mapping[str, np.ndarray], *, steps_per_run: int, run_seco
             if evaluation and mode in evaluation:
                 per_seed[name] = np.nanmean(np.asarray(evaluation[mode], np.float64), axis=1)
     seeds = per_seed["final_return"].shape[0]
-    summary: dict[str, Any] = {"seeds": seeds}
-    if diverged is not None:
-        summary["diverged"] = int(np.sum(diverged))
+    ok = np.ones(seeds, bool) if diverged is None else ~np.asarray(diverged, bool)
+    summary: dict[str, Any] = {"seeds": seeds, "diverged": int(seeds - ok.sum()),
+                               "diagnosis": diagnose(stats.mean_by_epoch(np.asarray(metrics["clip_fraction"])[ok]))}
     for name in ("final_return", "eval_return", "eval_return_stochastic", "mean_kl_k3", "last_epoch_clip_fraction",
                  "explained_variance", "epochs_run"):
         if name not in per_seed:
             continue
         values = per_seed[name]
-        mean, se = mean_se(values)
+        mean, se = mean_se(values[ok])
         summary[name] = {"mean": mean, "se": se, "per_seed": [float(v) for v in values]}
     summary["steps_per_second"] = seeds * steps_per_run / run_seconds
     summary["run_seconds"] = run_seconds
@@ -78,8 +80,7 @@ SUMMARY_ROWS = [
 def summary_lines(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     rows = [(label, format_mean_se(summary[key]["mean"], summary[key]["se"])) for key, label in SUMMARY_ROWS
             if key in summary]
-    if "diverged" in summary:
-        rows.append(("diverged runs (NaN/Inf)", str(summary["diverged"])))
+    rows.append(("diverged runs (NaN/Inf; not in the means)", str(summary["diverged"])))
     rows.append(("steps per second", f"{summary['steps_per_second']:,.0f}"))
     rows.append(("compile time", f"{summary['compile_seconds']:.1f} s"))
     return rows
@@ -88,7 +89,7 @@ def summary_lines(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
 def summary_markdown(summary: Mapping[str, Any]) -> str:
     lines = [f"| metric (mean ± s.e. over {summary['seeds']} seeds) | value |", "|---|---|"]
     lines += [f"| {a} | {b} |" for a, b in summary_lines(summary)]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + f"\n\nPer-epoch clip fraction: {summary['diagnosis']}\n"
 
 
 def metric_rows(metrics: Mapping[str, np.ndarray], batch_size: int, labels: list[dict]):

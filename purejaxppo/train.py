@@ -86,8 +86,9 @@ def make_optimizer(max_grad_norm, learning_rate) -> optax.GradientTransformation
 def learning_rate(hp: HParams, updates_done, num_updates: int):
     """The rate of update `updates_done` (0-based): hp.lr, or with anneal_lr decayed
     linearly over the run, hp.lr * (1 - updates_done / num_updates); the decay reaches 0
-    at the end of the last update (which runs at hp.lr / num_updates)."""
-    frac_left = 1.0 - updates_done.astype(jnp.float32) / num_updates
+    at the end of the last update (which runs at hp.lr / num_updates) and stays there
+    (a run continued past its end does not learn)."""
+    frac_left = jnp.maximum(1.0 - updates_done.astype(jnp.float32) / num_updates, 0.0)
     return hp.lr * jnp.where(hp.anneal_lr, frac_left, 1.0)
 
 

@@ -95,6 +95,7 @@ def test_learning_rate_anneals_linearly_to_zero_at_the_end_of_the_run():
     assert rates[-1] == pytest.approx(1e-3 / U, rel=1e-6)  # the last update; the decay ends at 0
     hp = ppo.HParams.from_config(cfg)
     assert float(learning_rate(hp, jnp.int32(U), U)) == 0.0
+    assert float(learning_rate(hp, jnp.int32(U + 5), U)) == 0.0  # never negative past the end
     flat_rate = jax.jit(ppo.make_train(ppo.make_config({**TINY, "lr": 1e-3, "anneal_lr": False})))(
         jax.random.PRNGKey(0)).metrics["learning_rate"]
     np.testing.assert_array_equal(flat_rate, np.float32(1e-3))
