@@ -118,38 +118,28 @@ def _pad(tree, size: int):
     return jax.tree.map(pad, tree)
 
 
-class ShardedRuns:
-    """`fn` over args whose leaves have a leading run axis, as one program over all devices.
+class ShardedBuckets:
+    """Several run sets ("buckets", e.g. programs of different shapes) as one program over
+    all devices: `pairs` = [(fn_a, args_a), (fn_b, args_b), ...], each `fn` over args whose
+    leaves have a leading run axis.
 
-        runs = ShardedRuns(train, keys, hparams)   # compiles (timed in .compile_seconds)
-        out = runs()                               # executes; leading axis = number of runs
-        out = runs(other_keys, other_hparams)      # the same program on other inputs
+        runs = ShardedBuckets([(fn_a, args_a), (fn_b, args_b)])   # compiles (.compile_seconds)
+        out_a, out_b = runs()                  # executes; each output's leading axis: its runs
+        out_a, out_b = runs([args_a2, args_b2])   # the same program on other inputs
 
-The args given to build it may be shapes only (`jax.ShapeDtypeStruct` leaves, e.g. from
-`jax.eval_shape`): the program is compiled for them and called with data later.
+    The args given to build it may be shapes only (`jax.ShapeDtypeStruct` leaves, e.g. from
+    `jax.eval_shape`): the program is compiled for them and called with data later.
 
-    Runs are laid out as [devices, runs per device]; the device axis is sharded and each
-    device vmaps its runs, or, with `chunk=N`, runs them N at a time
-    (`jax.lax.map(..., batch_size=N)`, runs per device padded to a multiple of N) to
-    bound memory: same numbers either way.
-    `memory_bytes` is the memory per device to plan for (default: what it has free);
-    a program that does not fit raises ResourceError before it runs (see the module doc).
-    `ShardedRuns.buckets([(fn_a, args_a), (fn_b, args_b), ...])` puts several such run
-    sets (e.g. programs of different shapes) into the same single compiled program;
-    calling it returns one output per bucket (and takes one args tuple per bucket).
+    Each bucket's runs are laid out as [devices, runs per device]; the device axis is
+    sharded and each device vmaps its runs, or, with `chunk=N`, runs them N at a time
+    (`jax.lax.map(..., batch_size=N)`, runs per device padded to a multiple of N) to bound
+    memory: same numbers either way. `memory_bytes` is the memory per device to plan for
+    (default: what it has free); a program that does not fit raises ResourceError before it
+    runs (see the module doc).
     """
 
-    def __init__(self, fn, *args, devices=None, chunk: int | None = None, memory_bytes: int | None = None):
-        self._single = True
-        self._setup([(fn, args)], devices, chunk, memory_bytes)
-
-    @classmethod
-    def buckets(cls, pairs, devices=None, chunk: int | None = None,
-                memory_bytes: int | None = None) -> "ShardedRuns":
-        runs = cls.__new__(cls)
-        runs._single = False
-        runs._setup(list(pairs), devices, chunk, memory_bytes)
-        return runs
+    def __init__(self, pairs, devices=None, chunk: int | None = None, memory_bytes: int | None = None):
+        self._setup(list(pairs), devices, chunk, memory_bytes)
 
     def _setup(self, pairs, devices, chunk, memory_bytes):
         devices = list(devices if devices is not None else jax.devices())
@@ -171,8 +161,6 @@ The args given to build it may be shapes only (`jax.ShapeDtypeStruct` leaves, e.
             self._shardings.append(NamedSharding(Mesh(np.array(used), ("runs",)), PartitionSpec("runs")))
             shapes.append(jax.tree.map(lambda x, sharding=self._shardings[-1]: jax.ShapeDtypeStruct(
                 (len(used), per_device, *x.shape[1:]), x.dtype, sharding=sharding), args))
-        first = self._layouts[0]
-        self.num_runs, self.num_devices, self.padded_runs = first.num_runs, first.devices, first.padded
         concrete = not any(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves([a for _, a in pairs]))
         self._args = self._lay_out([a for _, a in pairs]) if concrete else None
         # runs computed at once on a device (the largest bucket's)
@@ -187,7 +175,7 @@ The args given to build it may be shapes only (`jax.ShapeDtypeStruct` leaves, e.
         if memory_bytes is not None:  # before compiling: the results alone must fit
             results = sum(_nbytes(out) // layout.devices for out, layout in zip(lowered.out_info, self._layouts))
             if results > memory_bytes:
-                raise ResourceError("runs", self.num_runs,
+                raise ResourceError("runs", sum(layout.num_runs for layout in self._layouts),
                                     f"their results alone need {_size(results)} per device, more than the "
                                     f"{_size(memory_bytes)} it has free; run fewer runs or updates at a time")
         self._compiled = lowered.compile()
@@ -231,11 +219,11 @@ The args given to build it may be shapes only (`jax.ShapeDtypeStruct` leaves, e.
                 lambda x: jax.make_array_from_callback(x.shape, sharding, lambda index: x[index]), laid_out))
         return placed
 
-    def __call__(self, *args):
-        """Run on the args it was built with, or on new args of the same shapes (for a
-        `buckets` program: one args tuple per bucket, as one list)."""
-        if args:
-            placed = self._lay_out([args] if self._single else list(args[0]))
+    def __call__(self, all_args=None) -> list:
+        """Run on the args it was built with, or on new args of the same shapes (one args
+        tuple per bucket) -> one output per bucket."""
+        if all_args is not None:
+            placed = self._lay_out(list(all_args))
         elif self._args is None:
             raise TypeError("built from shapes only: call it with inputs")
         else:
@@ -245,6 +233,23 @@ The args given to build it may be shapes only (`jax.ShapeDtypeStruct` leaves, e.
             from jax.experimental import multihost_utils
 
             outs = multihost_utils.process_allgather(outs, tiled=True)
-        outs = [jax.tree.map(lambda x, layout=layout: x.reshape(layout.padded, *x.shape[2:])[:layout.num_runs], out)
+        return [jax.tree.map(lambda x, layout=layout: x.reshape(layout.padded, *x.shape[2:])[:layout.num_runs], out)
                 for out, layout in zip(outs, self._layouts)]
-        return outs[0] if self._single else outs
+
+
+class ShardedRuns(ShardedBuckets):
+    """`fn` over args whose leaves have a leading run axis, as one program over all devices
+    (one bucket of `ShardedBuckets`, whose doc says how runs are laid out).
+
+        runs = ShardedRuns(train, keys, hparams)   # compiles (timed in .compile_seconds)
+        out = runs()                               # executes; leading axis = number of runs
+        out = runs(other_keys, other_hparams)      # the same program on other inputs
+    """
+
+    def __init__(self, fn, *args, devices=None, chunk: int | None = None, memory_bytes: int | None = None):
+        super().__init__([(fn, args)], devices, chunk, memory_bytes)
+        layout = self._layouts[0]
+        self.num_runs, self.num_devices, self.padded_runs = layout.num_runs, layout.devices, layout.padded
+
+    def __call__(self, *args):
+        return super().__call__([args] if args else None)[0]

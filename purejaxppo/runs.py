@@ -4,7 +4,7 @@ checkpoint after each chunk, evaluate the final policies.
 The runs to execute come as groups (one compile each: runs whose static fields agree),
 each a list of run sets (runs scanning the same number of epochs; all run sets of a group
 share its one program). A run set's runs are a leading axis over keys and
-hyperparameters, sharded over every device by `ShardedRuns`.
+hyperparameters, sharded over every device by `ShardedBuckets`.
 
 Per group, three compiled programs: `init` (keys -> states), a chunk of K updates
 (states, hparams -> states, metrics; one program reused for every chunk; a shorter last
@@ -25,7 +25,7 @@ import numpy as np
 
 from purejaxppo.checkpoint import CheckpointError, Checkpoints
 from purejaxppo.config import HParams, PPOConfig
-from purejaxppo.parallel import ShardedRuns
+from purejaxppo.parallel import ShardedBuckets
 from purejaxppo.train import Learner
 
 
@@ -81,9 +81,9 @@ class _Group:
         self.chunk = min(chunk_updates or self.num_updates, self.num_updates)
         self.max_parallel = max_parallel
         self.shapes = [jax.eval_shape(jax.vmap(learner.init), s.keys) for learner, s in zip(self.learners, sets)]
-        self.init = ShardedRuns.buckets([(learner.init, (s.keys,)) for learner, s in zip(self.learners, sets)],
+        self.init = ShardedBuckets([(learner.init, (s.keys,)) for learner, s in zip(self.learners, sets)],
                                         chunk=max_parallel)
-        self._chunks: dict[int, ShardedRuns] = {}
+        self._chunks: dict[int, ShardedBuckets] = {}
         self.chunk_program(self.chunk)
         self.evaluate = None
         if eval_episodes:
@@ -91,7 +91,7 @@ class _Group:
                 return {name: learner.evaluate(state, eval_episodes, deterministic)
                         for name, deterministic in (("deterministic", True), ("stochastic", False))}
 
-            self.evaluate = ShardedRuns.buckets(
+            self.evaluate = ShardedBuckets(
                 [(lambda state, learner=learner: evaluate_both(learner, state), (shape,))
                  for learner, shape in zip(self.learners, self.shapes)], chunk=max_parallel)
         self.states = None                       # per set, numpy, once started
@@ -99,12 +99,12 @@ class _Group:
         self.updates_done = 0
 
     @property
-    def programs(self) -> list[ShardedRuns]:
+    def programs(self) -> list[ShardedBuckets]:
         return [self.init, *self._chunks.values(), *([self.evaluate] if self.evaluate is not None else [])]
 
-    def chunk_program(self, updates: int) -> ShardedRuns:
+    def chunk_program(self, updates: int) -> ShardedBuckets:
         if updates not in self._chunks:
-            self._chunks[updates] = ShardedRuns.buckets(
+            self._chunks[updates] = ShardedBuckets(
                 [(lambda state, hp, learner=learner: learner.run(state, hp, updates), (shape, s.hparams))
                  for learner, shape, s in zip(self.learners, self.shapes, self.sets)], chunk=self.max_parallel)
         return self._chunks[updates]
