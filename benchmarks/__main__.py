@@ -2,7 +2,7 @@
 
 Contenders: "ours" (jax.jit(jax.vmap(train)) on one device, exactly as pjrl is run),
 "ours-cores" (the same train function, seed axis sharded over one host device per CPU core
-with purejaxppo.parallel.ShardedRuns) and "pjrl".
+with purejaxppo.experiments.parallel.ShardedRuns) and "pjrl".
 
 Usage (from the repo root, with our venv's python):
 

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from purejaxppo.parallel import use_all_cpu_cores
+from purejaxppo.experiments.parallel import use_all_cpu_cores
 
 use_all_cpu_cores()
 
@@ -31,8 +31,8 @@ from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn  # noqa: E402
 
 import purejaxppo as ppo  # noqa: E402
-from purejaxppo.live import LiveLog  # noqa: E402
-from purejaxppo.parallel import ShardedRuns  # noqa: E402
+from purejaxppo.experiments.live import LiveLog  # noqa: E402
+from purejaxppo.experiments.parallel import ShardedRuns  # noqa: E402
 
 
 def main() -> None:

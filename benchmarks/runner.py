@@ -13,9 +13,9 @@ Executed as a plain script (never imported by the harness), by two different int
 on the single default device is timed as compile; then the compiled executable is run
 ``repeats`` times on the same keys, each run ended by ``jax.block_until_ready``.
 
-``ours-cores`` first calls ``purejaxppo.parallel.use_all_cpu_cores()`` (before JAX starts its
+``ours-cores`` first calls ``purejaxppo.experiments.parallel.use_all_cpu_cores()`` (before JAX starts its
 backend: one host device per CPU core), builds the same train function as ``ours``, and uses
-``purejaxppo.parallel.ShardedRuns(train, keys)``: its ``compile_seconds`` is the compile time,
+``purejaxppo.experiments.parallel.ShardedRuns(train, keys)``: its ``compile_seconds`` is the compile time,
 and each timed run is ``jax.block_until_ready(runs())`` (the seed axis sharded over
 ``runs.num_devices`` devices, padded to a multiple of them).
 
@@ -137,7 +137,7 @@ def main() -> None:
     t0 = time.perf_counter()
     if a.contender == "ours-cores":
         # Must happen before JAX initialises its CPU backend (sets XLA_FLAGS).
-        from purejaxppo.parallel import use_all_cpu_cores
+        from purejaxppo.experiments.parallel import use_all_cpu_cores
 
         use_all_cpu_cores()
     import jax
@@ -147,7 +147,7 @@ def main() -> None:
     keys = jax.random.split(jax.random.PRNGKey(a.seed), a.n_seeds)
 
     if a.contender == "ours-cores":
-        from purejaxppo.parallel import ShardedRuns
+        from purejaxppo.experiments.parallel import ShardedRuns
 
         t1 = time.perf_counter()
         runs = ShardedRuns(train, keys)  # places the (padded) keys, then compiles

@@ -17,14 +17,14 @@ import os
 import platform
 import time
 
-from purejaxppo.parallel import use_all_cpu_cores
+from purejaxppo.experiments.parallel import use_all_cpu_cores
 
 use_all_cpu_cores()
 
 import jax  # noqa: E402
 
 import purejaxppo as ppo  # noqa: E402
-from purejaxppo.sweep import load_sweep, plan, sweep  # noqa: E402
+from purejaxppo.experiments.sweep import load_sweep, plan, sweep  # noqa: E402
 
 
 def sequential(base, spec):

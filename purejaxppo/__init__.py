@@ -5,8 +5,8 @@ from purejaxppo.config import ConfigError, HParams, PPOConfig, load_config, make
 from purejaxppo.envs import make_env
 from purejaxppo.gae import gae
 from purejaxppo.train import Learner, LearnerState, RunnerState, TrainResult, make_policy, make_train
-from purejaxppo.checkpoint import load
-from purejaxppo.sweep import SweepResult, sweep  # noqa: E402  (the function shadows the module name)
+from purejaxppo.experiments.checkpoint import load
+from purejaxppo.experiments.sweep import SweepResult, sweep  # noqa: E402  (the function shadows the module name)
 
 __version__ = "0.2.0"
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import purejaxppo as ppo
-from purejaxppo.checkpoint import CheckpointError, Checkpoints
-from purejaxppo.cli import main
-from purejaxppo.sweep import make_spec, sweep
+from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
+from purejaxppo.experiments.cli import main
+from purejaxppo.experiments.sweep import make_spec, sweep
 
 TINY = dict(num_envs=4, num_steps=16, num_minibatches=2, total_timesteps=4 * 16 * 6,
             env_params={"max_steps_in_episode": 60})
@@ -136,7 +136,7 @@ def test_cli_refuses_a_changed_resume_before_compiling(tmp_path, capsys):
 # --------------------------------------------------------------------------------------
 # Faults, for real: SIGKILL and Ctrl-C in a subprocess, then resume
 # --------------------------------------------------------------------------------------
-RUN = ["-m", "purejaxppo.cli", "train", "configs/cartpole.yaml", "--seeds", "2", "--set", "num_steps=8",
+RUN = ["-m", "purejaxppo.experiments.cli", "train", "configs/cartpole.yaml", "--seeds", "2", "--set", "num_steps=8",
        "--set", "num_envs=2", "--set", "total_timesteps=1280", "--checkpoint-every", "1"]
 
 
@@ -181,7 +181,7 @@ def test_sigkill_and_ctrl_c_then_resume_equal_the_run_never_interrupted(tmp_path
     killed_at = _checkpoints(cut)[-1]
     assert 1 <= killed_at < 80 and not (cut / "summary.md").exists()
 
-    resume = ["-m", "purejaxppo.cli", "train", "--resume", str(cut)]
+    resume = ["-m", "purejaxppo.experiments.cli", "train", "--resume", str(cut)]
     code, err = _start_and_stop(resume, cut, env, signal.SIGINT, after=killed_at)
     assert code == 130, err[-3000:]
     assert "Traceback" not in err

@@ -2,7 +2,7 @@ import csv
 import json
 
 import purejaxppo as ppo
-from purejaxppo.cli import main
+from purejaxppo.experiments.cli import main
 
 
 def test_train_writes_a_complete_run_folder(tmp_path, capsys):

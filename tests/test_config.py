@@ -76,7 +76,7 @@ def test_continuous_env_accepts_log_std_init():
 
 
 def run_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "purejaxppo.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "purejaxppo.experiments.cli", *args], capture_output=True, text=True,
                           cwd=cwd, timeout=120)
 
 
@@ -244,7 +244,7 @@ def test_readme_table_is_the_generated_one():
 
 @pytest.mark.parametrize("command", ["train", "sweep"])
 def test_help_config_lists_every_field_and_exits_0(command, capsys):
-    from purejaxppo.cli import _parser
+    from purejaxppo.experiments.cli import _parser
 
     with pytest.raises(SystemExit) as exited:
         _parser().parse_args([command, "--help-config"])  # no config file needed
@@ -270,7 +270,7 @@ def test_errors_by_kind():
 @pytest.mark.parametrize("error", [errors.UsageError("no such thing"),
                                    errors.ResourceError("runs in flight", 4, "needs 9 GiB, 1 GiB free")])
 def test_cli_prints_any_usage_error_on_one_line_and_exits_2(error, monkeypatch, capsys):
-    from purejaxppo import cli
+    from purejaxppo.experiments import cli
 
     def refuse(args):
         raise error

@@ -7,7 +7,7 @@ import pytest
 
 SCRIPT = textwrap.dedent("""
     import json, jax, numpy as np, purejaxppo as ppo
-    from purejaxppo.parallel import ShardedRuns
+    from purejaxppo.experiments.parallel import ShardedRuns
     cfg = ppo.make_config(dict(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 3))
     keys = jax.random.split(jax.random.PRNGKey(5), 5)   # 5 runs on 4 devices: padded to 8
     runs = ShardedRuns(ppo.make_train(cfg), keys)
@@ -43,7 +43,7 @@ def test_sharded_over_devices_equals_one_device():
 def test_a_lone_run_is_not_copied_to_every_device():
     import jax
     import purejaxppo as ppo
-    from purejaxppo.parallel import ShardedRuns
+    from purejaxppo.experiments.parallel import ShardedRuns
 
     cfg = ppo.make_config(dict(num_envs=2, num_steps=8, num_minibatches=1, update_epochs=1,
                                total_timesteps=16))
@@ -63,7 +63,7 @@ def test_two_processes_on_loopback_equal_one(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    args = ["-m", "purejaxppo.cli", "sweep", "configs/sweeps/clip_epochs.yaml", "--set", "total_timesteps=2048",
+    args = ["-m", "purejaxppo.experiments.cli", "sweep", "configs/sweeps/clip_epochs.yaml", "--set", "total_timesteps=2048",
             "--set", "num_envs=4", "--grid", "clip_eps=0.1,0.3", "--grid", "update_epochs=1,2", "--seeds", "1"]
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
     base_env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
@@ -108,7 +108,7 @@ def _tiny_runs():
 def test_results_that_cannot_fit_are_refused_before_compiling(monkeypatch):
     import jax
     from purejaxppo.config import ConfigError
-    from purejaxppo.parallel import ShardedRuns
+    from purejaxppo.experiments.parallel import ShardedRuns
 
     def compile_called(*args, **kwargs):
         raise AssertionError("compiled although the results cannot fit")
@@ -123,7 +123,7 @@ def test_too_many_runs_in_flight_are_refused_with_a_max_parallel_that_fits():
     import re
 
     from purejaxppo.config import ConfigError
-    from purejaxppo.parallel import ShardedRuns
+    from purejaxppo.experiments.parallel import ShardedRuns
 
     train, keys = _tiny_runs()
     runs = ShardedRuns(train, keys)  # the free memory of this machine: fits

@@ -1,4 +1,4 @@
-"""purejaxppo.stats and purejaxppo.diagnosis: each statistic against numpy/scipy or a hand count."""
+"""purejaxppo.experiments.stats and purejaxppo.experiments.diagnosis: each statistic against numpy/scipy or a hand count."""
 
 import itertools
 import json
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats as sp
 
-from purejaxppo import diagnosis, report, stats
-from purejaxppo.diagnosis import diagnose
+from purejaxppo.experiments import diagnosis, report, stats
+from purejaxppo.experiments.diagnosis import diagnose
 
 
 # ------------------------------------------------------------------ mean and standard error
@@ -198,12 +198,12 @@ class Spy(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, Spy())
 import purejaxppo
-import purejaxppo.diagnosis, purejaxppo.stats
-from purejaxppo.sweep import make_spec
+import purejaxppo.experiments.diagnosis, purejaxppo.experiments.stats
+from purejaxppo.experiments.sweep import make_spec
 
 make_spec({"seeds": 2, "diagnosis": {"over_used_above": 0.3}})
 print(json.dumps({"loaded": [m for m in WATCHED if m in sys.modules], "importers": importers,
-                  "report": "purejaxppo.report" in sys.modules}))
+                  "report": "purejaxppo.experiments.report" in sys.modules}))
 """
 
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import purejaxppo as ppo
-from purejaxppo.cli import main
+from purejaxppo.experiments.cli import main
 from purejaxppo.config import ConfigError
-from purejaxppo.sweep import load_sweep, make_spec, plan, sweep
+from purejaxppo.experiments.sweep import load_sweep, make_spec, plan, sweep
 
 BASE = dict(num_envs=4, num_steps=16, num_minibatches=2, total_timesteps=4 * 16 * 3)
 
@@ -71,7 +71,7 @@ def test_diverging_run_is_flagged_and_leaves_neighbours_alone():
     assert result.diverged.tolist() == [False, True]
     one = single({**BASE, "lr": 2.5e-4}, 0)
     np.testing.assert_allclose(result.metrics[0]["episode_return"], one.metrics["episode_return"], rtol=2e-5)
-    from purejaxppo import report
+    from purejaxppo.experiments import report
 
     rows = report.sweep_summary(result)
     assert rows[1]["diverged"] == 1 and np.isnan(rows[1]["train_return"])
@@ -113,7 +113,7 @@ def test_random_search_draws_reproducible_points():
     spec = make_spec({"grid": {"clip_eps": [0.1, 0.2]},
                       "random": {"trials": 3, "lr": {"loguniform": [1e-4, 1e-3]},
                                  "activation": {"choice": ["tanh", "relu"]}}})
-    from purejaxppo.sweep import expand
+    from purejaxppo.experiments.sweep import expand
 
     points = expand(spec)
     assert len(points) == 6 and points == expand(spec)
@@ -150,7 +150,7 @@ def test_cli_sweep_writes_tables(tmp_path, capsys):
 
 
 def test_diagnosis_rules_fire_as_documented():
-    from purejaxppo.report import diagnose
+    from purejaxppo.experiments.report import diagnose
 
     assert diagnose([0.0, 0.001, 0.005]).startswith("under-used: the last epoch (3) clips 0.5%")
     assert diagnose([0.05, 0.15, 0.25, 0.3]).startswith("over-used: epoch 3 already clips 25.0%")

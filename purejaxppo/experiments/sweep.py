@@ -37,9 +37,9 @@ import yaml
 
 from purejaxppo.config import (FIELDS as _FIELDS, STATIC_FIELDS, ConfigError, HParams, PPOConfig, make_config,
                                parse_override)
-from purejaxppo.checkpoint import Checkpoints
-from purejaxppo.diagnosis import DIAGNOSIS_DEFAULTS
-from purejaxppo.runs import RunSet, Timings, execute
+from purejaxppo.experiments.checkpoint import Checkpoints
+from purejaxppo.experiments.diagnosis import DIAGNOSIS_DEFAULTS
+from purejaxppo.experiments.runs import RunSet, Timings, execute
 
 DISTRIBUTIONS = ("uniform", "loguniform", "choice")
 SWEEP_KEYS = ("grid", "seeds", "random", "random_seed", "threshold", "eval_episodes", "diagnosis")

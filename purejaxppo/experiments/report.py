@@ -1,7 +1,7 @@
 """Tables, summaries, CSV files and plots of several seeds' metrics (host side, numpy).
 
-The numbers come from purejaxppo.stats and the clip-fraction reading from
-purejaxppo.diagnosis; this module only picks metrics out of results, formats and writes.
+The numbers come from purejaxppo.experiments.stats and the clip-fraction reading from
+purejaxppo.experiments.diagnosis; this module only picks metrics out of results, formats and writes.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any, Mapping
 import numpy as np
 import yaml
 
-from purejaxppo import stats
-from purejaxppo.diagnosis import DIAGNOSIS_DEFAULTS, diagnose  # noqa: F401  (re-exported)
-from purejaxppo.stats import (interquartile_mean, last_epoch_values, mean_se,  # noqa: F401  (re-exported)
+from purejaxppo.experiments import stats
+from purejaxppo.experiments.diagnosis import DIAGNOSIS_DEFAULTS, diagnose  # noqa: F401  (re-exported)
+from purejaxppo.experiments.stats import (interquartile_mean, last_epoch_values, mean_se,  # noqa: F401  (re-exported)
                               probability_of_improvement)
-from purejaxppo.sweep import swept_keys
+from purejaxppo.experiments.sweep import swept_keys
 
 CLIP_CASE_NAMES = [f"clip_cases_{sign}_{region}" for sign in ("adv_pos", "adv_neg")
                    for region in ("inside", "above", "below")]

@@ -28,14 +28,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from purejaxppo import report
-from purejaxppo.checkpoint import CheckpointError, Checkpoints, evaluate_folder
+from purejaxppo.experiments import report
+from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints, evaluate_folder
 from purejaxppo.config import ConfigError, load_config, make_config, parse_override, text_table
 from purejaxppo.errors import UsageError
-from purejaxppo.live import LiveLog, check_wandb
-from purejaxppo.parallel import init_distributed_from_env, is_writer, use_all_cpu_cores
-from purejaxppo.stats import mean_se
-from purejaxppo.sweep import load_sweep, make_spec, parse_grid_option, plan, sweep, swept_keys
+from purejaxppo.experiments.live import LiveLog, check_wandb
+from purejaxppo.experiments.parallel import init_distributed_from_env, is_writer, use_all_cpu_cores
+from purejaxppo.experiments.stats import mean_se
+from purejaxppo.experiments.sweep import load_sweep, make_spec, parse_grid_option, plan, sweep, swept_keys
 
 DEFAULT_EVAL_EPISODES = 64
 

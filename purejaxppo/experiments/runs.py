@@ -23,9 +23,9 @@ from typing import Callable
 import jax
 import numpy as np
 
-from purejaxppo.checkpoint import CheckpointError, Checkpoints
+from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
 from purejaxppo.config import HParams, PPOConfig
-from purejaxppo.parallel import ShardedBuckets
+from purejaxppo.experiments.parallel import ShardedBuckets
 from purejaxppo.train import Learner
 
 
