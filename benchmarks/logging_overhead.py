@@ -1,5 +1,5 @@
-"""What live logging costs: the same training with the progress bar, progress.jsonl and
-TensorBoard fed from the learner's host callback, against the same training with neither.
+"""What live logging costs: the same training with the progress bar and progress.jsonl (and
+TensorBoard) fed from the learner's host callback, against the same training with neither.
 
     python -m benchmarks.logging_overhead [--seeds 8] [--total-timesteps 500000] [--rounds 5]
 
@@ -45,16 +45,21 @@ def main() -> None:
     cfg = ppo.load_config(args.config, {"total_timesteps": args.total_timesteps})
     keys = np.stack([np.asarray(jax.random.PRNGKey(s)) for s in range(args.seeds)])
     folder = Path(tempfile.mkdtemp(prefix="logging-overhead-"))
+    (folder / "jsonl").mkdir()
+    (folder / "tensorboard").mkdir()
     console = Console(file=open(os.devnull, "w"), force_terminal=True)  # rendered, not shown
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console) as bar:
         task = bar.add_task("training", total=cfg.num_updates)
-        live = LiveLog(folder, tensorboard=True,
-                       on_record=lambda r: bar.update(task, completed=r["update"],
-                                                      description=f"return {r.get('episode_return', 0):.4g}"))
-        live.group(0, args.seeds, cfg.batch_size)
-        programs = {"logged": ShardedRuns(ppo.make_train(cfg, progress=live), keys),
-                    "callback only": ShardedRuns(ppo.make_train(cfg, progress=lambda *_: None), keys),
-                    "plain": ShardedRuns(ppo.make_train(cfg), keys)}
+
+        def show(record):
+            bar.update(task, completed=record["update"], description=f"return {record.get('episode_return', 0):.4g}")
+
+        logs = {"bar + progress.jsonl": LiveLog(folder / "jsonl", on_record=show),
+                "+ TensorBoard": LiveLog(folder / "tensorboard", on_record=show, tensorboard=True)}
+        for live in logs.values():
+            live.group(0, args.seeds, cfg.batch_size)
+        programs = {name: ShardedRuns(ppo.make_train(cfg, progress=live), keys) for name, live in logs.items()}
+        programs["plain"] = ShardedRuns(ppo.make_train(cfg), keys)
         times = {name: [] for name in programs}
         loads = []
         for _ in range(args.rounds):
@@ -63,10 +68,10 @@ def main() -> None:
                 start = time.perf_counter()
                 jax.block_until_ready(runs())
                 times[name].append(time.perf_counter() - start)
-        live.close()
-    ratios = [a / b for a, b in zip(times["logged"], times["plain"])]
-    callback_ratios = [a / b for a, b in zip(times["callback only"], times["plain"])]
-    lines = (folder / "progress.jsonl").read_text().splitlines()
+        for live in logs.values():
+            live.close()
+    ratios = {name: [a / b for a, b in zip(times[name], times["plain"])] for name in logs}
+    lines = (folder / "jsonl" / "progress.jsonl").read_text().splitlines()
     cores = os.cpu_count() or 1
     busy = sum(load > cores for load in loads)
     now = datetime.date.today().isoformat()
@@ -74,21 +79,21 @@ def main() -> None:
           f"jax {jax.__version__}, {len(jax.devices())} devices)\n")
     print(f"`python -m benchmarks.logging_overhead --seeds {args.seeds} --total-timesteps {args.total_timesteps} "
           f"--rounds {args.rounds}`: {args.config}, {args.seeds} seeds x {cfg.num_updates} updates x "
-          f"{cfg.batch_size} steps; logged = progress bar + progress.jsonl + TensorBoard from the host "
-          f"callback ({len(lines)} records written), callback only = the same host callback doing nothing, "
-          f"plain = no callback. Compile: " + ", ".join(f"{name} {runs.compile_seconds:.1f} s"
+          f"{cfg.batch_size} steps, from the learner's host callback: the progress bar and progress.jsonl "
+          f"(what the CLI does by default; {len(lines)} records written), the same + TensorBoard "
+          f"(--tensorboard), plain = no callback. Compile: " + ", ".join(f"{name} {runs.compile_seconds:.1f} s"
                                                          for name, runs in programs.items()) + ".\n")
     print("| | median s | range s | steps/s (median) |\n|---|---|---|---|")
     steps = args.seeds * cfg.num_updates * cfg.batch_size
-    for name in ("plain", "callback only", "logged"):
+    for name in programs:
         t = times[name]
         print(f"| {name} | {statistics.median(t):.2f} | {min(t):.2f}–{max(t):.2f} | "
               f"{steps / statistics.median(t):,.0f} |")
-    print(f"\nlogged / plain, median of the per-round ratios: **{statistics.median(ratios):.3f}** "
-          f"(rounds: {', '.join(f'{r:.3f}' for r in ratios)}); callback only / plain: "
-          f"{statistics.median(callback_ratios):.3f}; load average before each cell: "
-          f"{', '.join(f'{x:.1f}' for x in loads)}{f' ({busy} cells started above {cores})' if busy else ''}.")
-
+    for name, r in ratios.items():
+        print(f"\n{name} / plain, median of the per-round ratios: **{statistics.median(r):.3f}** "
+              f"(rounds: {', '.join(f'{x:.3f}' for x in r)})")
+    print(f"\nload average before each cell: {', '.join(f'{x:.1f}' for x in loads)}"
+          f"{f' ({busy} cells started above {cores})' if busy else ''}.")
 
 if __name__ == "__main__":
     main()

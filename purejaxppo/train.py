@@ -40,6 +40,7 @@ from purejaxppo.rollout import rollout
 ADAM_EPS = 1e-5
 PER_EPOCH_METRICS = ("kl_k1", "kl_k3", "clip_fraction", "ratio_outside")
 PER_UPDATE_MEANS = ("policy_loss", "value_loss", "entropy", "total_loss", "grad_norm")
+PROGRESS_POINTS = 25  # host callbacks per run for live progress (measured: benchmarks/logging_overhead.py)
 
 
 @struct.dataclass
@@ -96,8 +97,9 @@ class Learner:
     """PPO on one checked config: `init`, `run`, `evaluate` (see the module doc).
 
     `progress`, if given, is called on the host as progress(updates_done, episode_return)
-    from inside `run`, at most once per update (about 100 times per run), also under
-    vmap (then once per run); it must not touch JAX arrays.
+    from inside `run`, on PROGRESS_POINTS evenly spaced updates of the run (at most once
+    per update), also under vmap (then once per run); it must not touch JAX arrays.
+    Each call costs the device a round trip to Python, so they are few.
     """
 
     def __init__(self, cfg: PPOConfig, progress=None):
@@ -190,7 +192,7 @@ class Learner:
 
         updates_done = state.updates_done + 1
         if self.progress is not None:
-            every = max(1, cfg.num_updates // 100)
+            every = max(1, cfg.num_updates // PROGRESS_POINTS)
             jax.lax.cond((updates_done % every == 0) | (updates_done == cfg.num_updates),
                          lambda: jax.debug.callback(self.progress, updates_done, last_return), lambda: None)
 

@@ -1,6 +1,9 @@
 import csv
 import json
 
+import numpy as np
+import pytest
+
 import purejaxppo as ppo
 from purejaxppo.experiments.cli import main
 
@@ -8,7 +11,7 @@ from purejaxppo.experiments.cli import main
 def test_train_writes_a_complete_run_folder(tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["train", "configs/cartpole.yaml", "--seeds", "2", "--set", "num_steps=16",
-                 "--set", "total_timesteps=256", "--out", str(out)])
+                 "--set", "total_timesteps=256", "--out", str(out), "--tensorboard"])
     assert code == 0
     printed = capsys.readouterr().out
     assert "final episode return" in printed and "compile time" in printed
@@ -24,3 +27,12 @@ def test_train_writes_a_complete_run_folder(tmp_path, capsys):
     assert len(summary["final_return"]["per_seed"]) == 2 and summary["compile_seconds"] > 0
     png = (out / "learning_curve.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 5000
+    # live logging: one record per logged update, once both seeds reported it
+    records = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in records] == list(range(1, cfg.num_updates + 1))  # 4 updates: every one logged
+    assert records[-1]["env_steps"] == cfg.num_updates * cfg.batch_size
+    assert all(r["episode_return_min"] <= r["episode_return"] <= r["episode_return_max"] for r in records)
+    assert records[-1]["episode_return"] == pytest.approx(np.mean(summary["final_return"]["per_seed"]))
+    assert list((out / "tensorboard").glob("events.out.tfevents.*"))
+    # the final state of every seed is checkpointed
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [str(cfg.num_updates)]

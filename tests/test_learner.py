@@ -72,6 +72,7 @@ def test_run_in_chunks_equals_run_in_one_piece_bit_for_bit():
     chex.assert_trees_all_equal((out.state, out.metrics), whole)
 
 
+@pytest.mark.slow
 def test_vmapped_runs_in_chunks_equal_one_piece_bit_for_bit():
     cfg = ppo.make_config({**TINY, "target_kl": 0.02, "max_epochs": 3})  # masked epochs too
     learner = ppo.Learner(cfg)
@@ -88,7 +89,8 @@ def test_vmapped_runs_in_chunks_equal_one_piece_bit_for_bit():
 
 def test_learning_rate_anneals_linearly_to_zero_at_the_end_of_the_run():
     cfg = ppo.make_config({**TINY, "lr": 1e-3})
-    out = jax.jit(ppo.make_train(cfg))(jax.random.PRNGKey(0))
+    train = jax.jit(ppo.make_train(cfg))
+    out = train(jax.random.PRNGKey(0))
     U = cfg.num_updates
     rates = np.asarray(out.metrics["learning_rate"], np.float64)
     np.testing.assert_allclose(rates, 1e-3 * (1 - np.arange(U) / U), rtol=1e-6)
@@ -96,8 +98,7 @@ def test_learning_rate_anneals_linearly_to_zero_at_the_end_of_the_run():
     hp = ppo.HParams.from_config(cfg)
     assert float(learning_rate(hp, jnp.int32(U), U)) == 0.0
     assert float(learning_rate(hp, jnp.int32(U + 5), U)) == 0.0  # never negative past the end
-    flat_rate = jax.jit(ppo.make_train(ppo.make_config({**TINY, "lr": 1e-3, "anneal_lr": False})))(
-        jax.random.PRNGKey(0)).metrics["learning_rate"]
+    flat_rate = train(jax.random.PRNGKey(0), hp.replace(anneal_lr=jnp.bool_(False))).metrics["learning_rate"]
     np.testing.assert_array_equal(flat_rate, np.float32(1e-3))
 
 
