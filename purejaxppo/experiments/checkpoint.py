@@ -138,9 +138,6 @@ class Checkpoints:
                                           f"where this run has {want.shape} {want.dtype}")
         return states, jax.tree.map(np.asarray, dict(restored.history)), meta
 
-    def folder_bytes(self, step: int) -> int:
-        return sum(p.stat().st_size for p in (self.folder / str(step)).rglob("*") if p.is_file())
-
 
 # --------------------------------------------------------------------------------------
 # Reading a run folder back
@@ -165,8 +162,9 @@ def load(run_dir, step: int | None = None, run: int | None = 0):
     `step`: the checkpoint at that many updates (default: the newest complete one).
     `run`: which run (a train folder's seed index, or a sweep's run index, as in its
     metrics.csv order), with that run's own config; `None` for all runs of a folder with
-    one run set, with a leading run axis and the set's config (its static fields). The state is the full `LearnerState`: `make_policy(config, state)` acts
-    with it, `Learner(config).run(state, ...)` trains on.
+    one run set, with a leading run axis and the set's config (its static fields).
+    The state is the full `LearnerState`: `make_policy(config, state)` acts with it,
+    `Learner(config).run(state, ...)` trains on.
     """
     meta, sets = _restore_folder(run_dir, step)
     if run is None:
@@ -186,7 +184,8 @@ def load(run_dir, step: int | None = None, run: int | None = 0):
 def evaluate_folder(run_dir, *, episodes: int, seed: int = 0, deterministic: bool = True,
                     step: int | None = None) -> list[dict]:
     """Every run of a folder on `episodes` fresh episodes (the training rollout code),
-    keys from `seed`: one dict per run: run, seed, point values, step, returns [episodes]."""
+    keys from `seed` (the same episodes for every run): one dict per run: run, seed,
+    step, returns [episodes]."""
     meta, sets = _restore_folder(run_dir, step)
     first_seed, seeds = meta["first_seed"], meta["spec"]["seeds"]
     out = []
