@@ -35,7 +35,7 @@ from purejaxppo.errors import UsageError
 from purejaxppo.experiments.live import LiveLog, check_wandb
 from purejaxppo.experiments.parallel import init_distributed_from_env, is_writer, use_all_cpu_cores
 from purejaxppo.experiments.stats import mean_se
-from purejaxppo.experiments.sweep import load_sweep, make_spec, parse_grid_option, plan, sweep, swept_keys
+from purejaxppo.experiments.sweep import load_sweep, make_spec, parse_grid_option, sweep, swept_keys
 
 DEFAULT_EVAL_EPISODES = 64
 
@@ -210,13 +210,11 @@ def run_command(args) -> int:
     if resuming:
         folder = Path(args.resume)
     elif writer:
-        prefix = "" if args.command == "train" else "sweep-"
-        folder = _claim_folder(args.out, f"{prefix}{base.env}")
-        spec_or_none = None if args.command == "train" else spec
-
-        config_file = folder / ("config.yaml" if args.command == "train" else "sweep.yaml")
+        train = args.command == "train"
+        folder = _claim_folder(args.out, f"{'' if train else 'sweep-'}{base.env}")
+        config_file = folder / ("config.yaml" if train else "sweep.yaml")
         try:
-            report.write_new(config_file, report.config_yaml(base.to_dict(), spec_or_none))
+            report.write_new(config_file, report.config_yaml(base.to_dict(), None if train else spec))
         except OSError as error:
             raise ConfigError("--out", str(folder), f"cannot write {config_file.name}: {error.strerror}") from None
     else:
@@ -225,16 +223,21 @@ def run_command(args) -> int:
     console = Console()
     resume_command = f"purejaxppo {args.command} --resume {shlex.quote(str(folder))}"
     checkpoints = Checkpoints(folder / "checkpoints", keep=meta["keep"]) if writer else None
-    points, _, groups = plan(base, spec)
-    runs = len(points) * spec.seeds
-    what = f"{spec.seeds} seed(s)" if args.command == "train" else f"{len(points)} point(s) x {spec.seeds} seed(s)"
-    console.print(f"[bold]{base.env}[/]: {what} = {runs} run{'s' if runs != 1 else ''}, {len(groups)} compile(s) of "
-                  f"{groups[0].config.num_updates} updates x {groups[0].config.batch_size} steps, "
-                  f"on {len(jax.devices())} device(s)" + (f"; resuming {folder}" if resuming else ""))
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as bar:
-        task = bar.add_task("compiling", total=groups[0].config.num_updates)
+        task = bar.add_task("checking", total=None)
+        groups = []
+
+        def on_plan(points, planned):  # every run's config is checked by now; nothing compiled yet
+            groups.extend(planned)
+            runs = len(points) * spec.seeds
+            what = f"{spec.seeds} seed(s)"
+            if args.command == "sweep":
+                what = f"{len(points)} point(s) x {what}"
+            console.print(f"[bold]{base.env}[/]: {what} = {runs} run{'s' if runs != 1 else ''}, {len(groups)} "
+                          f"compile(s) of {groups[0].config.num_updates} updates x {groups[0].config.batch_size} "
+                          f"steps, on {len(jax.devices())} device(s)" + (f"; resuming {folder}" if resuming else ""))
 
         def show(record):
             text = f"group {record['group'] + 1}/{len(groups)} " if len(groups) > 1 else ""
@@ -254,8 +257,8 @@ def run_command(args) -> int:
 
         try:
             result = sweep(base, spec=spec, first_seed=meta["first_seed"], max_parallel=meta["max_parallel"],
-                           on_group=on_group, checkpoints=checkpoints, checkpoint_every=meta["checkpoint_every"],
-                           resume=resuming, meta=meta, progress=live)
+                           on_plan=on_plan, on_group=on_group, checkpoints=checkpoints,
+                           checkpoint_every=meta["checkpoint_every"], resume=resuming, meta=meta, progress=live)
         except KeyboardInterrupt:
             bar.stop()
             newest = checkpoints.latest() if checkpoints is not None else None
@@ -281,7 +284,6 @@ def run_command(args) -> int:
 
 
 def _write_train_results(folder, base, spec, result, console) -> None:
-
     seeds = [run["seed"] for run in result.runs]
     metrics = {name: np.stack([m[name] for m in result.metrics]) for name in result.metrics[0]}
     evaluation = {name: np.stack([e[name] for e in result.evaluation]) for name in result.evaluation[0]}
@@ -299,7 +301,6 @@ def _write_train_results(folder, base, spec, result, console) -> None:
 
 
 def _write_sweep_results(folder, base, spec, result, console) -> None:
-
     rows = report.sweep_summary(result)
     report.write_sweep_folder(folder, result, rows)
     print(report.sweep_markdown(rows, swept_keys(result), spec.threshold), flush=True)

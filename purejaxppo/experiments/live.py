@@ -73,7 +73,8 @@ class LiveLog:
                 record.update(episode_return=float(np.mean(finite)), episode_return_min=min(finite),
                               episode_return_max=max(finite))
             if self._last is not None and now > self._last[0]:
-                record["steps_per_second"] = (update - self._last[1]) * self._batch_size * self._runs / (now - self._last[0])
+                steps = (update - self._last[1]) * self._batch_size * self._runs
+                record["steps_per_second"] = steps / (now - self._last[0])
             self._last = (now, update)
             self._write(record)
 
