@@ -73,6 +73,8 @@ def test_diverging_run_is_flagged_and_leaves_neighbours_alone():
     np.testing.assert_allclose(result.metrics[0]["episode_return"], one.metrics["episode_return"], rtol=2e-5)
     from purejaxppo.experiments import report
 
+    assert [list(result.point_runs(i)) for i in range(2)] == [[0], [1]]
+    assert all(result.runs[k]["point"] == i for i in range(2) for k in result.point_runs(i))
     rows = report.sweep_summary(result)
     assert rows[1]["diverged"] == 1 and np.isnan(rows[1]["train_return"])
     assert rows[0]["diverged"] == 0 and np.isfinite(rows[0]["train_return"])

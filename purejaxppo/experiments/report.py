@@ -210,7 +210,7 @@ def sweep_summary(result) -> list[dict[str, Any]]:
     rows = []
     finals: list[np.ndarray] = []
     for i, point in enumerate(result.points):
-        members = [k for k, run in enumerate(result.runs) if run["point"] == i]
+        members = list(result.point_runs(i))
         ok = [k for k in members if not result.diverged[k]]
         if ok:
             per_seed = stats.per_run({name: np.stack([result.metrics[k][name] for k in ok])
@@ -328,7 +328,7 @@ def plot_sweep(folder: Path, result, rows: list[dict], swept: list[str]) -> list
     written = []
     fig, ax = plt.subplots(figsize=(8, 5))
     for i, point in enumerate(result.points):
-        ok = [k for k, run in enumerate(result.runs) if run["point"] == i and not result.diverged[k]]
+        ok = [k for k in result.point_runs(i) if not result.diverged[k]]
         if ok:
             curves = np.stack([result.metrics[k]["episode_return"] for k in ok])
             _band(ax, np.arange(1, curves.shape[1] + 1) * result.batch_sizes[ok[0]], curves, label(point), lw=1.2)

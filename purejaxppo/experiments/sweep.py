@@ -216,6 +216,11 @@ def plan(base: PPOConfig, spec: SweepSpec) -> tuple[list[dict], list[PPOConfig],
     return points, configs, out
 
 
+def run_index(point: int, seed: int, seeds: int) -> int:
+    """Where run (point, seed) stands in a sweep's list of runs: points in order, seeds within."""
+    return point * seeds + seed
+
+
 @dataclasses.dataclass
 class SweepResult:
     points: list[dict]                 # swept values of each point
@@ -231,6 +236,10 @@ class SweepResult:
     spec: SweepSpec
     base: PPOConfig
     timings: Timings
+
+    def point_runs(self, point: int) -> range:
+        """The indices of point `point`'s runs (one per seed) in `runs`, `metrics`, ..."""
+        return range(point * self.spec.seeds, (point + 1) * self.spec.seeds)
 
 
 def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | None = None, *,
@@ -273,7 +282,7 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
             buckets.setdefault(epochs, []).extend((i, s) for s in range(spec.seeds))
         run_sets.append([
             RunSet(f"group{g}-epochs{epochs}", dataclasses.replace(group.config, max_epochs=epochs),
-                   [i * spec.seeds + s for i, s in members], np.stack([seed_keys[s] for _, s in members]),
+                   [run_index(i, s, spec.seeds) for i, s in members], np.stack([seed_keys[s] for _, s in members]),
                    jax.tree.map(lambda *xs: np.stack(xs), *[HParams.from_config(configs[i]) for i, _ in members]),
                    [configs[i] for i, _ in members])
             for epochs, members in buckets.items()])
@@ -298,7 +307,7 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
                                 for x in jax.tree.leaves(out.state.params)], axis=0)
         finite_loss = np.all(np.isfinite(out.metrics["total_loss"]), axis=1)
         for j, k in enumerate(run_set.runs):
-            i, s = divmod(k, spec.seeds)
+            i, s = divmod(k, spec.seeds)  # the inverse of run_index
             runs[k] = {"point": i, "seed": first_seed + s, **points[i]}
             states[k] = jax.tree.map(lambda x: x[j], out.state)
             metrics[k] = {name: v[j] for name, v in out.metrics.items()}
