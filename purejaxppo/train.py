@@ -261,7 +261,7 @@ def make_policy(cfg: PPOConfig, state: LearnerState):
     same agent as training (continuous actions clipped to the action bounds), so a loaded
     policy acts exactly as it did in training. Jitted; one compile per shape.
     """
-    agent = make_agent(cfg, make_env(cfg))
+    agent = Learner(cfg).agent
     params, agent_state = state.params, state.agent_state
 
     @functools.partial(jax.jit, static_argnums=2)
