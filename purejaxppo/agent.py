@@ -2,15 +2,17 @@
 
 Acting in the rollout, the bootstrap values, the loss, the post-update diagnostics,
 evaluation and a deployed policy all call `Agent.apply` (or `Agent.act`, built on it).
-Beside its parameters an agent may carry state of its own (`agent_state`: observation-
-normaliser statistics, a recurrent carry); the MLP policy carries none (`{}`), but the
-slot is in the learner state and in every call, so adding one is a change here only.
+Beside its parameters an agent carries state of its own (`agent_state`, a dict in the
+learner state and in every call): with `normalize_obs`, the running statistics of the
+observations (`"obs_stats"`), by which every observation is normalised before the
+network sees it; later a recurrent carry. Without, it is `{}`.
 """
 
 from __future__ import annotations
 
 import jax.numpy as jnp
 
+from purejaxppo import normalize
 from purejaxppo.config import PPOConfig
 from purejaxppo.networks import ActorCritic
 
@@ -18,16 +20,28 @@ from purejaxppo.networks import ActorCritic
 class Agent:
     """A policy and value network over one environment's action space."""
 
-    def __init__(self, network: ActorCritic, action_space):
+    def __init__(self, network: ActorCritic, action_space, normalize_obs: bool = False, obs_clip: float = 10.0):
         self.network = network
         self.action_space = action_space
+        self.normalize_obs = normalize_obs
+        self.obs_clip = obs_clip
 
     def init(self, key, obs):
         """Parameters and agent state, from one observation [obs_size]."""
-        return self.network.init(key, obs), {}
+        agent_state = {"obs_stats": normalize.init_stats(obs.shape)} if self.normalize_obs else {}
+        return self.network.init(key, obs), agent_state
+
+    def observe(self, agent_state, obs):
+        """The agent state after seeing a batch of observations [..., obs_size] (the
+        learner calls it once per update, with the rollout's observations)."""
+        if not self.normalize_obs:
+            return agent_state
+        return {**agent_state, "obs_stats": normalize.merge(agent_state["obs_stats"], obs)}
 
     def apply(self, params, agent_state, obs):
         """obs [..., obs_size] -> (action distribution, value [...])."""
+        if self.normalize_obs:
+            obs = normalize.normalize(agent_state["obs_stats"], obs, self.obs_clip)
         return self.network.apply(params, obs)
 
     def act(self, params, agent_state, obs, key, deterministic=False):
@@ -50,4 +64,4 @@ def make_agent(cfg: PPOConfig, env) -> Agent:
     space = env.action_space
     log_std_init = 0.0 if cfg.log_std_init is None else cfg.log_std_init
     network = ActorCritic(space.kind, space.size, tuple(cfg.hidden_sizes), cfg.activation, log_std_init)
-    return Agent(network, space)
+    return Agent(network, space, cfg.normalize_obs, cfg.obs_clip)

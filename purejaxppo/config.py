@@ -113,6 +113,16 @@ FIELDS: Mapping[str, Field] = _table(
     Field("activation", "str", "tanh", "the MLPs' activation", rules=(one_of(*ACTIVATIONS),)),
     Field("log_std_init", "float", None, "continuous actions only: initial state-independent log-std",
           null="0.0", action_kind="continuous"),
+    Field("normalize_obs", "bool", False,
+          "normalise observations by their running mean and variance (kept in the learner state, "
+          "merged after each update from its rollout, saved with checkpoints)"),
+    Field("obs_clip", "float", 10.0, "normalised observations are clipped to ±obs_clip", rules=(POSITIVE,)),
+    Field("reward_scale", "float", 1.0,
+          "rewards are multiplied by it before learning, and before normalize_reward (Brax's reward_scaling)",
+          rules=(POSITIVE,)),
+    Field("normalize_reward", "bool", False,
+          "divide rewards by the running standard deviation of the discounted return"),
+    Field("reward_clip", "float", 10.0, "normalised rewards are clipped to ±reward_clip", rules=(POSITIVE,)),
     # --- traced hyperparameters ---------------------------------------------------
     Field("lr", "float", 2.5e-4, "Adam learning rate (Adam eps 1e-5)", traced=True, rules=(POSITIVE,)),
     Field("anneal_lr", "bool", True, "decay lr linearly to 0 over the run", traced=True),

@@ -11,12 +11,16 @@ concatenated): the random stream and the learning-rate schedule live in the stat
 One update, all inside one `lax.scan` over updates:
 
     1. rollout      num_steps of the current policy in num_envs environments
+                    (rewards x reward_scale; with normalize_reward, / running std of the return)
     2. GAE          bootstrap a time limit from V(final observation); cut on termination
     3. optimise     for epoch in range(max_epochs):            (masked beyond update_epochs
                         shuffle the batch into minibatches      or after a KL early stop)
                         for each minibatch: clipped PPO loss -> global-norm clip -> Adam
                     stop early once an epoch's mean k3 KL > 1.5 * target_kl
     4. diagnostics  per epoch (KL, clip fraction) and per update (losses, episodes, ...)
+    5. observe      with normalize_obs, merge the rollout's observations into the running
+                    statistics: the rollout and every epoch of an update see the same
+                    normalisation, so the first minibatch's ratio is exactly 1
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from purejaxppo.envs import make_env
 from purejaxppo.evaluate import evaluate
 from purejaxppo.gae import gae
 from purejaxppo.losses import explained_variance, ppo_loss
+from purejaxppo.normalize import init_reward_scaler, scale_rewards
 from purejaxppo.rollout import rollout
 
 ADAM_EPS = 1e-5
@@ -49,7 +54,8 @@ class LearnerState:
 
     params: dict
     opt_state: optax.OptState
-    agent_state: dict                  # the agent's own state (normaliser statistics, recurrent carry); {} for the MLP
+    agent_state: dict                  # the agent's own state (observation statistics, recurrent carry), or {}
+    reward_scaler: object              # with normalize_reward, a normalize.RewardScaler; else {}
     env_state: object
     obs: jnp.ndarray
     key: jnp.ndarray                   # training's random stream
@@ -113,8 +119,9 @@ class Learner:
         obs, env_state = jax.vmap(self.env.reset)(jax.random.split(env_key, self.cfg.num_envs))
         params, agent_state = self.agent.init(agent_key, obs[0])
         opt_state = make_optimizer(1.0, 1.0).init(params)
+        reward_scaler = init_reward_scaler(self.cfg.num_envs) if self.cfg.normalize_reward else {}
         nan = jnp.float32(jnp.nan)
-        return LearnerState(params, opt_state, agent_state, env_state, obs, run_key,
+        return LearnerState(params, opt_state, agent_state, reward_scaler, env_state, obs, run_key,
                             eval_key=jax.random.fold_in(key, 1), updates_done=jnp.int32(0),
                             last_episode_return=nan, last_episode_length=nan)
 
@@ -143,10 +150,14 @@ class Learner:
         policy = functools.partial(agent.act, state.params, state.agent_state)
         env_state, obs, traj = rollout(self.env, policy, state.env_state, state.obs, rollout_key, cfg.num_steps)
         chex.assert_shape(traj.reward, (cfg.num_steps, cfg.num_envs))
+        reward, reward_scaler = traj.reward * cfg.reward_scale, state.reward_scaler
+        if cfg.normalize_reward:
+            reward_scaler, reward = scale_rewards(reward_scaler, reward, traj.episode_done, hp.gamma,
+                                                  cfg.reward_clip)
 
         # 2. GAE, bootstrapping from the value of each step's final observation
         _, next_values = agent.apply(state.params, state.agent_state, traj.final_obs)
-        advantages, targets = gae(traj.reward, traj.value, next_values, traj.terminated,
+        advantages, targets = gae(reward, traj.value, next_values, traj.terminated,
                                   traj.truncated, hp.gamma, hp.gae_lambda)
         batch = jax.tree.map(lambda x: x.reshape(cfg.batch_size, *x.shape[2:]), {
             "obs": traj.obs, "action": traj.action, "old_log_prob": traj.log_prob,
@@ -196,7 +207,11 @@ class Learner:
             jax.lax.cond((updates_done % every == 0) | (updates_done == cfg.num_updates),
                          lambda: jax.debug.callback(self.progress, updates_done, last_return), lambda: None)
 
-        state = state.replace(params=params, opt_state=opt_state, env_state=env_state, obs=obs, key=key,
+        # 5. observe
+        agent_state = agent.observe(state.agent_state, traj.obs)
+
+        state = state.replace(params=params, opt_state=opt_state, agent_state=agent_state,
+                              reward_scaler=reward_scaler, env_state=env_state, obs=obs, key=key,
                               updates_done=updates_done, last_episode_return=last_return,
                               last_episode_length=last_length)
         return state, metrics

@@ -17,8 +17,9 @@ from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
 from purejaxppo.experiments.cli import main
 from purejaxppo.experiments.sweep import make_spec, sweep
 
+# normalised observations and rewards: their statistics are learner state that must survive a resume
 TINY = dict(num_envs=4, num_steps=16, num_minibatches=2, total_timesteps=4 * 16 * 6,
-            env_params={"max_steps_in_episode": 60})
+            env_params={"max_steps_in_episode": 60}, normalize_obs=True, normalize_reward=True)
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +52,8 @@ def test_load_and_make_policy_act_as_in_training(saved):
     assert loaded_cfg == cfg
     chex.assert_trees_all_equal(state, jax.tree.map(np.asarray, chunked.states[1]))  # the full learner state
     assert int(state.updates_done) == cfg.num_updates
+    assert float(state.agent_state["obs_stats"].count) == cfg.num_updates * cfg.batch_size
+    assert float(state.reward_scaler.stats.count) == cfg.num_updates * cfg.batch_size
     # the deployed policy acts as the agent did: the greedy action and the sampled one
     learner = ppo.Learner(cfg)
     obs = np.asarray(state.obs)
