@@ -95,9 +95,11 @@ ACTIVATIONS = ("tanh", "relu")
 FIELDS: Mapping[str, Field] = _table(
     # --- static structure ---------------------------------------------------------
     Field("env", "str", "CartPole-v1",
-          "any gymnax environment by name (not MNISTBandit, which downloads data)"),
+          "family/name: gymnax/<any gymnax env> (a bare name is gymnax's; not MNISTBandit, which downloads "
+          "data) or brax/<env> (ant, hopper, inverted_pendulum, fast, ...)"),
     Field("env_params", "mapping", {},
-          "the environment's parameters, e.g. {max_steps_in_episode: 200}"),
+          "the environment's parameters, e.g. gymnax {max_steps_in_episode: 200}; Brax {backend: spring, "
+          "episode_length: 1000, action_repeat: 1} and its constructor's arguments"),
     Field("num_envs", "int", 4, "environments stepped in parallel; batch = num_envs × num_steps per update",
           rules=(AT_LEAST_1,)),
     Field("num_steps", "int", 128, "steps per environment per update", rules=(AT_LEAST_1,)),

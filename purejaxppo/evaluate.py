@@ -14,12 +14,12 @@ def evaluate(env, agent, params, agent_state, key, num_episodes: int, determinis
     """Returns [num_episodes]: the return of the first episode of each of num_episodes
     fresh environments, acting by the mode of the policy (deterministic: argmax / mean
     action) or by sampling it. Runs env.max_episode_steps steps, so every episode ends
-    (by termination or its time limit); resets are computed step by step, so memory does
-    not grow with max_episode_steps x num_episodes x state size."""
+    (by termination or its time limit). Only the first episode counts, so each env gets
+    one fresh reset for the whole rollout: memory does not grow with max_episode_steps."""
     reset_key, run_key = jax.random.split(key)
     obs, state = jax.vmap(env.reset)(jax.random.split(reset_key, num_episodes))
     policy = functools.partial(agent.act, params, agent_state, deterministic=deterministic)
-    _, _, traj = rollout(env, policy, state, obs, run_key, env.max_episode_steps, batch_resets=False)
+    _, _, traj = rollout(env, policy, state, obs, run_key, env.max_episode_steps, resets="per_rollout")
     first_end = jnp.argmax(traj.episode_done, axis=0)
     returns = traj.episode_return[first_end, jnp.arange(num_episodes)]
     return jnp.where(jnp.any(traj.episode_done, axis=0), returns, jnp.nan)

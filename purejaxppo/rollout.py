@@ -24,29 +24,40 @@ class Transition:
     episode_length: jnp.ndarray
 
 
-def rollout(env, policy, env_state, obs, key, num_steps, batch_resets=True):
+def rollout(env, policy, env_state, obs, key, num_steps, resets="per_step"):
     """Run `policy(obs, key) -> (env_action, action, log_prob, value)` for num_steps.
 
-    `env` is an `AutoReset` environment. All random keys are drawn up front. With
-    `batch_resets`, the fresh episodes it may need are also computed up front for every
-    (step, env) in one batched call outside the sequential loop (faster; memory grows
-    with num_steps x num_envs x state size); without, each step computes its own from the
-    same keys (same results, memory of one step). Returns
-    (env_state, obs, Transition[num_steps, num_envs]).
+    `env` is an `AutoReset` environment. All random keys are drawn up front, and so are
+    the fresh episodes that replace ended ones, by `resets`:
+      "per_step"     one per (step, env), in one batched call outside the sequential loop
+                     (fast where resets are cheap; memory grows with num_steps x num_envs)
+      "per_rollout"  one per env: an env that ends twice within one rollout restarts from
+                     the same fresh state both times (for costly resets: Brax)
+      "in_loop"      one per (step, env), each step computing its own (same results as
+                     "per_step", memory of one step)
+    Returns (env_state, obs, Transition[num_steps, num_envs]).
     """
     num_envs = obs.shape[0]
     act_key, step_key, reset_key = jax.random.split(key, 3)
     act_keys = jax.random.split(act_key, num_steps)
     step_keys = jax.random.split(step_key, (num_steps, num_envs))
-    resets = jax.random.split(reset_key, (num_steps, num_envs))
-    if batch_resets:
-        resets = jax.vmap(jax.vmap(env.reset))(resets)
+    reset_inputs = None
+    if resets == "per_step":
+        reset_inputs = jax.vmap(jax.vmap(env.reset))(jax.random.split(reset_key, (num_steps, num_envs)))
+    elif resets == "in_loop":
+        reset_inputs = jax.random.split(reset_key, (num_steps, num_envs))
+    elif resets == "per_rollout":
+        fresh = jax.vmap(env.reset)(jax.random.split(reset_key, num_envs))
+    else:
+        raise ValueError(f"resets: {resets!r}")
 
     def step(carry, inputs):
         env_state, obs = carry
         act_key, step_keys, reset = inputs
-        if not batch_resets:
+        if resets == "in_loop":
             reset = jax.vmap(env.reset)(reset)
+        elif resets == "per_rollout":
+            reset = fresh
         env_action, action, log_prob, value = policy(obs, act_key)
         next_obs, env_state, reward, terminated, truncated, info = jax.vmap(env.step)(
             step_keys, env_state, env_action, reset)
@@ -57,5 +68,5 @@ def rollout(env, policy, env_state, obs, key, num_steps, batch_resets=True):
             episode_length=info["episode_length"])
         return (env_state, next_obs), transition
 
-    (env_state, obs), trajectory = jax.lax.scan(step, (env_state, obs), (act_keys, step_keys, resets))
+    (env_state, obs), trajectory = jax.lax.scan(step, (env_state, obs), (act_keys, step_keys, reset_inputs))
     return env_state, obs, trajectory

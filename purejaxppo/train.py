@@ -148,7 +148,8 @@ class Learner:
 
         # 1. rollout
         policy = functools.partial(agent.act, state.params, state.agent_state)
-        env_state, obs, traj = rollout(self.env, policy, state.env_state, state.obs, rollout_key, cfg.num_steps)
+        env_state, obs, traj = rollout(self.env, policy, state.env_state, state.obs, rollout_key, cfg.num_steps,
+                                        resets=self.env.reset_strategy)
         chex.assert_shape(traj.reward, (cfg.num_steps, cfg.num_envs))
         reward, reward_scaler = traj.reward * cfg.reward_scale, state.reward_scaler
         if cfg.normalize_reward:

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import purejaxppo as ppo
-from purejaxppo.envs import AutoReset, EpisodeStats, GymnaxEnv
+from purejaxppo.envs import AutoReset, EpisodeStats
+from purejaxppo.envs.gymnax import GymnaxEnv
 
 
 @pytest.mark.parametrize("name", ["CartPole-v1", "Pendulum-v1", "Acrobot-v1", "Breakout-MinAtar",

@@ -139,9 +139,11 @@ def test_evaluation_of_the_final_policy():
     np.testing.assert_array_equal(jax.jit(learner.evaluate, static_argnums=(1, 2))(out.state, 6, True), det)
 
 
-def test_rollout_resets_batched_or_per_step_give_the_same_trajectory():
-    """Training batches every reset up front; evaluation computes them step by step to
-    keep memory flat. Same keys, so the trajectories must agree exactly."""
+def test_rollout_resets_batched_or_in_the_loop_give_the_same_trajectory():
+    """"per_step" computes every reset up front; "in_loop" computes them step by step to
+    keep memory flat. Same keys, so the trajectories must agree exactly. "per_rollout"
+    (one fresh reset per env per rollout, for Brax) restarts an env that ends twice from
+    the same state, and differs from them only after a reset."""
     import functools
 
     from purejaxppo.rollout import rollout
@@ -152,7 +154,13 @@ def test_rollout_resets_batched_or_per_step_give_the_same_trajectory():
     obs, state = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(1), 3))
     params, agent_state = agent.init(jax.random.PRNGKey(2), obs[0])
     policy = functools.partial(agent.act, params, agent_state)
-    outs = [jax.jit(lambda s, o, batched=batched: rollout(env, policy, s, o, jax.random.PRNGKey(3), 40, batched))(
-        state, obs) for batched in (True, False)]
-    assert int(np.sum(outs[0][2].episode_done)) >= 3
-    chex.assert_trees_all_equal(outs[0], outs[1])
+    outs = {mode: jax.jit(lambda s, o, mode=mode: rollout(env, policy, s, o, jax.random.PRNGKey(3), 40, mode))(
+        state, obs) for mode in ("per_step", "in_loop", "per_rollout")}
+    assert int(np.sum(outs["per_step"][2].episode_done)) >= 3
+    chex.assert_trees_all_equal(outs["per_step"], outs["in_loop"])
+    first_episode = outs["per_step"][2].obs[:5]  # every episode lasts 5 steps: the first ends at step 4
+    np.testing.assert_array_equal(outs["per_rollout"][2].obs[:5], first_episode)
+    # the second and third episodes of each env start from the same fresh state
+    per_rollout = np.asarray(outs["per_rollout"][2].obs)
+    np.testing.assert_array_equal(per_rollout[5], per_rollout[10])
+    assert not np.array_equal(per_rollout[5], first_episode[0])

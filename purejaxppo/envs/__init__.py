@@ -1,13 +1,24 @@
-"""Environments: one protocol (see `base`), adapters, wrappers."""
+"""Environments: one protocol (see `base`), a registry of families by prefix, wrappers.
+
+`env: gymnax/CartPole-v1` (or the bare gymnax name), `env: brax/ant`. Each family is an
+adapter module that owns its settings (in `env_params`) and their checks, its action
+range and its reset strategy; adding a family is one entry in FAMILIES and one module,
+nothing in the learner or in config.py. Adapters are imported on first use, so a run on
+gymnax never imports Brax.
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Mapping, Protocol
 
 from purejaxppo.envs.base import ActionSpace, Env
-from purejaxppo.envs.gymnax import GymnaxEnv, env_names
 from purejaxppo.envs.wrappers import AutoReset, EpisodeStats
-from purejaxppo.errors import ConfigError  # envs does not import config: config imports envs
+from purejaxppo.errors import ConfigError
+
+# family prefix -> (module, adapter class); a name without a prefix is a gymnax name
+FAMILIES = {"gymnax": ("purejaxppo.envs.gymnax", "GymnaxEnv"), "brax": ("purejaxppo.envs.brax", "BraxEnv")}
+DEFAULT_FAMILY = "gymnax"
 
 
 class EnvConfig(Protocol):
@@ -17,9 +28,27 @@ class EnvConfig(Protocol):
     env_params: Mapping[str, Any]
 
 
+def split_name(env: str) -> tuple[str, str]:
+    """"brax/ant" -> ("brax", "ant"); "CartPole-v1" -> ("gymnax", "CartPole-v1")."""
+    family, sep, name = env.partition("/")
+    if not sep:
+        return DEFAULT_FAMILY, env
+    if family not in FAMILIES:
+        raise ConfigError("env", env, f"unknown environment family {family!r}; known: "
+                          f"{', '.join(f'{f}/' for f in FAMILIES)} (a bare name is a gymnax name)")
+    return family, name
+
+
+def make_raw_env(env: str, env_params: Mapping[str, Any] | None = None) -> Env:
+    """The adapter alone (no auto-reset, no episode statistics); raises ConfigError."""
+    family, name = split_name(env)
+    module, cls = FAMILIES[family]
+    return getattr(importlib.import_module(module), cls)(name, dict(env_params or {}))
+
+
 def make_env(cfg: EnvConfig) -> AutoReset:
     """The configured environment, auto-resetting, with episode statistics (raises ConfigError)."""
-    return AutoReset(EpisodeStats(GymnaxEnv(cfg.env, cfg.env_params)))
+    return AutoReset(EpisodeStats(make_raw_env(cfg.env, cfg.env_params)))
 
 
 def check_env_config(cfg: EnvConfig, action_kinds: Mapping[str, str]) -> None:
@@ -34,5 +63,5 @@ def check_env_config(cfg: EnvConfig, action_kinds: Mapping[str, str]) -> None:
                               f"{env.action_space.kind} actions")
 
 
-__all__ = ["ActionSpace", "AutoReset", "Env", "EnvConfig", "EpisodeStats", "GymnaxEnv", "env_names", "make_env",
-           "check_env_config"]
+__all__ = ["ActionSpace", "AutoReset", "Env", "EnvConfig", "EpisodeStats", "FAMILIES", "make_env", "make_raw_env",
+           "split_name", "check_env_config"]

@@ -1,4 +1,4 @@
-"""The one environment protocol every adapter (gymnax today, brax next) implements.
+"""The one environment protocol every adapter (gymnax, brax) implements.
 
     reset(key) -> (obs, state)
     step(key, state, action) -> (obs, state, reward, terminated, truncated, info)
@@ -41,6 +41,7 @@ class Env(Protocol):
     obs_size: int
     action_space: ActionSpace
     max_episode_steps: int  # the time limit: every episode ends within it
+    reset_strategy: str     # how the training rollout draws resets: "per_step" or "per_rollout" (see rollout)
 
     def reset(self, key): ...
 

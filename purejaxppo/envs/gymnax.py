@@ -27,7 +27,7 @@ def _make(name: str):
     if name not in env_names():
         close = difflib.get_close_matches(name, env_names(), n=4, cutoff=0.4)
         hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(env_names())}"
-        raise ConfigError("env", name, f"unknown gymnax environment; {hint}")
+        raise ConfigError("env", name, f"unknown gymnax environment; {hint} (other families: gymnax/, brax/)")
     return gymnax.make(name)
 
 
@@ -44,10 +44,12 @@ class GymnaxEnv:
     """A gymnax environment with flat float32 observations and bool done flags.
 
     `step` is the raw transition: it does not reset (gymnax's own `step` computes a
-    reset on every step and selects it on done). `AutoReset` starts new episodes: the
-    training rollout computes every reset it may need up front, batched; evaluation
-    computes them step by step (`rollout(..., batch_resets=False)`), to keep memory flat.
+    reset on every step and selects it on done). `AutoReset` starts new episodes; the
+    training rollout computes every reset it may need up front, batched (see
+    `rollout.rollout` and `reset_strategy`).
     """
+
+    reset_strategy = "per_step"  # resets are cheap: a fresh one is drawn for every (step, env)
 
     def __init__(self, name: str, env_params: dict | None = None):
         from gymnax.environments import spaces

@@ -15,6 +15,7 @@ class Wrapper:
         self.obs_size = env.obs_size
         self.action_space = env.action_space
         self.max_episode_steps = env.max_episode_steps
+        self.reset_strategy = env.reset_strategy
 
 
 @struct.dataclass

@@ -1,0 +1,139 @@
+"""Brax environments (`env: brax/<name>`) behind the purejaxppo environment protocol.
+
+Episode handling is ours, not Brax's wrappers': the environment's own `done` is
+`terminated` (no bootstrap), the time limit `episode_length` gives `truncated`
+(bootstrapped from the final observation), and every reset draws a fresh initial state
+from a new key (Brax's AutoResetWrapper restarts each env slot from one cached state).
+
+Settings (in `env_params`, checked here): `backend` (generalized | positional | spring |
+mjx), `episode_length` (physics steps, as in Brax: an episode lasts
+ceil(episode_length / action_repeat) agent steps), `action_repeat` (each action is
+applied that many physics steps; rewards are summed until the episode ends). Any other
+key is passed to the Brax environment's constructor (e.g. `ctrl_cost_weight`).
+
+Resets: a Brax reset runs the physics pipeline's initialisation, about as costly as a
+step, so the training rollout computes one fresh reset per env slot per rollout (not one
+per env per step, as for gymnax): `reset_strategy = "per_rollout"`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import inspect
+import io
+import math
+import warnings
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from purejaxppo.envs.base import ActionSpace
+from purejaxppo.errors import ConfigError
+
+BACKENDS = ("generalized", "positional", "spring", "mjx")
+SETTINGS = {"backend": "generalized", "episode_length": 1000, "action_repeat": 1}
+
+
+def _brax_envs():
+    """brax.envs, imported quietly (mujoco prints to stdout when warp is missing; brax warns
+    that it is in maintenance)."""
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import brax.envs
+    return brax.envs
+
+
+def env_names() -> list[str]:
+    return sorted(_brax_envs()._envs)
+
+
+def _check_settings(name, settings):
+    backend, length, repeat = settings["backend"], settings["episode_length"], settings["action_repeat"]
+    if backend not in BACKENDS:
+        raise ConfigError("env_params.backend", backend, f"must be one of {', '.join(BACKENDS)}")
+    for key, value in (("episode_length", length), ("action_repeat", repeat)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"env_params.{key}", value, "must be an integer, at least 1")
+
+
+def _constructor_arguments(cls) -> set[str]:
+    """The named arguments of an environment class's constructors (its own and its bases')."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    names = set()
+    for klass in cls.__mro__:
+        if "__init__" in vars(klass) and klass is not object:
+            names |= {n for n, p in inspect.signature(klass.__init__).parameters.items() if p.kind in kinds}
+    return names - {"self", "sys", "backend"}
+
+
+@struct.dataclass
+class BraxState:
+    env_state: object       # brax.envs.State
+    steps: jnp.ndarray      # agent steps taken in this episode
+
+
+class BraxEnv:
+    """A Brax environment: flat float32 observations, bool done flags, our own time limit."""
+
+    reset_strategy = "per_rollout"
+
+    def __init__(self, name: str, env_params: dict | None = None):
+        envs = _brax_envs()
+        if name not in envs._envs:
+            close = difflib.get_close_matches(name, env_names(), n=3, cutoff=0.4)
+            hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(env_names())}"
+            raise ConfigError("env", f"brax/{name}", f"unknown Brax environment; {hint}")
+        params = dict(env_params or {})
+        settings = {key: params.pop(key, default) for key, default in SETTINGS.items()}
+        _check_settings(name, settings)
+        accepted = _constructor_arguments(envs._envs[name])
+        for key in params:
+            if key not in accepted:
+                raise ConfigError(f"env_params.{key}", params[key],
+                                  f"brax/{name} has no such parameter; it has "
+                                  f"{', '.join(list(SETTINGS) + sorted(accepted))}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self._env = envs.get_environment(name, backend=settings["backend"], **params)
+        self.name = name
+        self.backend = settings["backend"]
+        self.action_repeat = settings["action_repeat"]
+        self.max_episode_steps = math.ceil(settings["episode_length"] / self.action_repeat)
+        self.obs_size = int(self._env.observation_size)
+        size = int(self._env.action_size)
+        low, high = -jnp.ones(size, jnp.float32), jnp.ones(size, jnp.float32)
+        sys = getattr(self._env, "sys", None)
+        if sys is not None and sys.actuator.ctrl_range is not None and len(sys.actuator.ctrl_range) == size:
+            low, high = (jnp.asarray(sys.actuator.ctrl_range[:, i], jnp.float32) for i in (0, 1))
+        self.action_space = ActionSpace("continuous", shape=(size,), low=low, high=high)
+
+    @property
+    def brax_env(self):
+        """The Brax environment itself (for rendering)."""
+        return self._env
+
+    def reset(self, key):
+        state = self._env.reset(key)
+        return state.obs.astype(jnp.float32), BraxState(state, jnp.int32(0))
+
+    def step(self, key, state, action):
+        """`action_repeat` physics steps of one action (the key is unused: Brax steps are
+        deterministic); the state stops changing once the episode terminates."""
+        def physics_step(carry, _):
+            s, reward, terminated = carry
+            nxt = self._env.step(s, action)
+            nxt = jax.tree.map(lambda a, b: jnp.where(terminated, a, b), s, nxt)
+            return (nxt, reward + jnp.where(terminated, 0.0, nxt.reward), terminated | (jnp.asarray(nxt.done) > 0)), None
+
+        if self.action_repeat == 1:
+            env_state = self._env.step(state.env_state, action)
+            reward, terminated = env_state.reward, jnp.asarray(env_state.done) > 0
+        else:
+            start = (state.env_state, jnp.float32(0.0), jnp.bool_(False))
+            (env_state, reward, terminated), _ = jax.lax.scan(physics_step, start, None, length=self.action_repeat)
+        steps = state.steps + 1
+        truncated = steps >= self.max_episode_steps
+        return (env_state.obs.astype(jnp.float32), BraxState(env_state, steps), jnp.asarray(reward, jnp.float32),
+                terminated, truncated, {})
