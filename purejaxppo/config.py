@@ -90,7 +90,7 @@ def _table(*fields: Field) -> Mapping[str, Field]:
     return types.MappingProxyType(table)
 
 
-ACTIVATIONS = ("tanh", "relu")
+ACTIVATIONS = ("tanh", "relu", "swish")
 
 FIELDS: Mapping[str, Field] = _table(
     # --- static structure ---------------------------------------------------------

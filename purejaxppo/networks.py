@@ -13,7 +13,7 @@ import flax.linen as nn
 
 from purejaxppo.distributions import Categorical, DiagGaussian
 
-ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu}
+ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "swish": nn.swish}
 
 
 class MLP(nn.Module):

@@ -113,3 +113,29 @@ def test_fast_learns_to_push_forward():
     cfg = ppo.load_config("configs/brax/fast.yaml", {"total_timesteps": 16 * 32 * 48})
     out = jax.jit(ppo.make_train(cfg, eval_episodes=4))(jax.random.PRNGKey(0))
     assert float(jnp.min(out.evaluation["deterministic"])) > 135
+
+
+def test_building_an_env_leaves_no_mujoco_log_in_the_users_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ppo.make_config({"env": "brax/halfcheetah", "env_params": {"backend": "positional"}})  # its XML warns
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("path", sorted(str(p) for p in __import__("pathlib").Path("configs/brax").glob("*.yaml")))
+def test_every_shipped_brax_config_is_valid(path):
+    cfg = ppo.load_config(path)
+    assert cfg.env.startswith("brax/") and cfg.normalize_obs
+
+
+def test_a_replay_shows_one_whole_episode(tmp_path):
+    from purejaxppo.experiments import replay
+
+    cfg = ppo.make_config({"env": "brax/inverted_pendulum", "env_params": {**PENDULUM, "episode_length": 50},
+                           "normalize_obs": True})
+    state = ppo.Learner(cfg).init(jax.random.PRNGKey(0))
+    html, total, steps = replay.render(cfg, state, jax.random.PRNGKey(1))
+    assert "<html>" in html and "brax-viewer" in html
+    assert 1 <= steps <= 50 and total == steps  # a reward of 1 for every step the pole stays up
+    with pytest.raises(ConfigError, match="replays are drawn for Brax"):
+        replay.render(ppo.make_config({}), ppo.Learner(ppo.make_config({})).init(jax.random.PRNGKey(0)),
+                      jax.random.PRNGKey(1))

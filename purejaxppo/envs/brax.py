@@ -45,6 +45,22 @@ def _brax_envs():
     return brax.envs
 
 
+@contextlib.contextmanager
+def _quiet_mujoco():
+    """Building a model: MuJoCo's warnings (e.g. half_cheetah.xml's deprecated settotalmass)
+    go to Python's warnings, here ignored, instead of a MUJOCO_LOG.TXT in the user's folder."""
+    import mujoco
+
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(lambda message: warnings.warn(f"MuJoCo: {message}"))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        mujoco.set_mju_user_warning(previous)
+
+
 def env_names() -> list[str]:
     return sorted(_brax_envs()._envs)
 
@@ -94,8 +110,7 @@ class BraxEnv:
                 raise ConfigError(f"env_params.{key}", params[key],
                                   f"brax/{name} has no such parameter; it has "
                                   f"{', '.join(list(SETTINGS) + sorted(accepted))}")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with _quiet_mujoco():
             self._env = envs.get_environment(name, backend=settings["backend"], **params)
         self.name = name
         self.backend = settings["backend"]

@@ -4,7 +4,7 @@
     purejaxppo train --resume DIR
     purejaxppo sweep SPEC [--grid key=v1,v2 ...] [--seeds N] [...]     (same run options)
     purejaxppo sweep --resume DIR
-    purejaxppo eval DIR [--episodes 100] [--seed S] [--stochastic] [--step N] [--json]
+    purejaxppo eval DIR [--episodes 100] [--seed S] [--stochastic] [--step N] [--json] [--render F.html]
 
 `train` is a one-point sweep: both run through `sweep.sweep` (chunks, checkpoints,
 evaluation of the final policy, divergence flags) and differ only in the tables they
@@ -28,8 +28,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from purejaxppo.experiments import report
-from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints, evaluate_folder
+from purejaxppo.experiments import replay, report
+from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints, evaluate_folder, load
 from purejaxppo.config import ConfigError, load_config, make_config, parse_override, text_table
 from purejaxppo.errors import UsageError
 from purejaxppo.experiments.live import LiveLog, check_wandb
@@ -94,6 +94,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--stochastic", action="store_true", help="sample actions (default: the policy's mode)")
     evaluate.add_argument("--step", type=int, help="the checkpoint at this update (default: the newest)")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    evaluate.add_argument("--render", metavar="FILE.html",
+                          help="Brax envs: also write an HTML replay of one episode of run 0 (a new file)")
     return parser
 
 
@@ -315,6 +317,8 @@ def _write_sweep_results(folder, base, spec, result, console) -> None:
 def eval_command(args) -> int:
     if args.episodes < 1:
         raise ConfigError("--episodes", args.episodes, "must be at least 1")
+    if args.render and Path(args.render).exists():
+        raise ConfigError("--render", args.render, "exists: replays never replace a file")
 
     runs = evaluate_folder(args.folder, episodes=args.episodes, seed=args.seed,
                            deterministic=not args.stochastic, step=args.step)
@@ -327,6 +331,8 @@ def eval_command(args) -> int:
            "runs": [{**{k: v for k, v in run.items() if k != "returns"}, "mean": mean_se(run["returns"])[0],
                      "se": mean_se(run["returns"])[1], "returns": [float(r) for r in run["returns"]]}
                     for run in runs]}
+    if args.render:
+        out["replay"] = _render(args)
     if args.json:
         print(json.dumps(out))
         return 0
@@ -340,6 +346,17 @@ def eval_command(args) -> int:
           f"max {out['max']:.4g}")
     print(_histogram(pooled))
     return 0
+
+
+def _render(args) -> dict:
+    """Write the replay of one episode of run 0 (refusing to replace a file)."""
+    path = Path(args.render)
+    cfg, state = load(args.folder, step=args.step, run=0)
+    html, total, steps = replay.render(cfg, state, jax.random.PRNGKey(args.seed), not args.stochastic)
+    report.write_new(path, html)
+    if not args.json:
+        print(f"replay of run 0 ({steps} steps, return {total:.4g}): {path}")
+    return {"path": str(path), "return": total, "steps": steps}
 
 
 def _histogram(values, bins: int = 10, width: int = 40) -> str:

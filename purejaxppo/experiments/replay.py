@@ -1,0 +1,53 @@
+"""A watchable replay of one evaluation episode of a Brax policy (`purejaxppo eval DIR --render F`)."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from purejaxppo.config import PPOConfig
+from purejaxppo.envs import make_raw_env
+from purejaxppo.envs.brax import BraxEnv
+from purejaxppo.errors import ConfigError
+from purejaxppo.train import Learner
+
+
+def episode(cfg: PPOConfig, state, key, deterministic: bool = True):
+    """One episode of the policy in `state` -> (Brax pipeline states, one per step from the
+    reset to the episode's end, and the episode's return)."""
+    env = make_raw_env(cfg.env, cfg.env_params)
+    if not isinstance(env, BraxEnv) or getattr(env.brax_env, "sys", None) is None:
+        raise ConfigError("--render", cfg.env, "replays are drawn for Brax environments with a model "
+                          "(not gymnax, not brax/fast)")
+    agent = Learner(cfg).agent
+
+    @jax.jit
+    def play(key):
+        reset_key, key = jax.random.split(key)
+        obs, env_state = env.reset(reset_key)
+
+        def step(carry, step_key):
+            obs, env_state, done = carry
+            act_key, env_key = jax.random.split(step_key)
+            action, *_ = agent.act(state.params, state.agent_state, obs[None], act_key, deterministic)
+            obs, env_state, reward, terminated, truncated, _ = env.step(env_key, env_state, action[0])
+            out = (env_state.env_state.pipeline_state, reward * ~done, done)
+            return (obs, env_state, done | terminated | truncated), out
+
+        first = env_state.env_state.pipeline_state
+        _, (states, rewards, done_before) = jax.lax.scan(
+            step, (obs, env_state, False), jax.random.split(key, env.max_episode_steps))
+        return first, states, rewards, done_before
+
+    first, states, rewards, done_before = jax.device_get(play(key))
+    length = int(np.sum(~done_before))  # steps up to and including the one that ended the episode
+    return [first] + [jax.tree.map(lambda x: x[t], states) for t in range(length)], float(np.sum(rewards))
+
+
+def render(cfg: PPOConfig, state, key, deterministic: bool = True) -> tuple[str, float, int]:
+    """An HTML page (brax.io.html) replaying one episode -> (html, return, steps)."""
+    from brax.io import html
+
+    states, total = episode(cfg, state, key, deterministic)
+    env = make_raw_env(cfg.env, cfg.env_params)
+    return html.render(env.brax_env.sys, states, colab=False), total, len(states) - 1
