@@ -152,6 +152,19 @@ def test_over_used_fires_at_its_threshold_by_its_epoch():
     assert diagnose([0.5, 0.0], {"over_used_by_epoch": 1}).startswith("over-used: epoch 1")
 
 
+def test_a_runaway_kl_is_flagged_and_never_read_as_under_used():
+    # lr 10 with a huge max_grad_norm: mean KL 97 while the clip fraction looks tiny
+    assert diagnose([0.001, 0.001], max_kl=97.0).startswith("runaway: an update's KL reached 97 > 1")
+    assert diagnose([0.001, 0.001], max_kl=1.0).startswith("under-used")  # at the bound: not yet
+    assert diagnose([0.001], {"runaway_kl_above": 0.5}, max_kl=0.6).startswith("runaway")
+    metrics = {"episode_return": np.zeros((2, 3)), "kl_k3": np.array([[[0.01]] * 3, [[0.01], [5.0], [0.01]]]),
+               "clip_fraction": np.full((2, 3, 1), 0.001), "epochs_run": np.ones((2, 3)),
+               "explained_variance": np.zeros((2, 3))}
+    summary = report.summarize(metrics, steps_per_run=10, run_seconds=1.0, compile_seconds=1.0)
+    assert summary["runaway"] == 1 and summary["diagnosis"].startswith("runaway: an update's KL reached 5")
+    assert ("runaway runs (an update's KL > 1)", "1") in report.summary_lines(summary)
+
+
 def test_under_used_fires_below_its_threshold():
     assert diagnose([0.1, 0.05, 0.0199]).startswith("under-used: the last epoch (3) clips 2.0% < 2%")
     assert diagnose([0.1, 0.05, 0.02]).startswith("in range")
@@ -164,7 +177,7 @@ def test_in_range_and_no_data():
     assert diagnose([np.nan, np.nan]) == "no data (every run diverged)"
     assert diagnose([]) == "no data (every run diverged)"
     assert diagnosis.DIAGNOSIS_DEFAULTS == {"under_used_below": 0.02, "over_used_above": 0.2,
-                                            "over_used_by_epoch": 3}
+                                            "over_used_by_epoch": 3, "runaway_kl_above": 1.0}
 
 
 def test_report_reexports_the_statistics():

@@ -13,6 +13,7 @@ import importlib
 from typing import Any, Mapping, Protocol
 
 from purejaxppo.envs.base import ActionSpace, Env
+from purejaxppo.envs.gymnax import GymnaxEnv, env_names  # imports gymnax itself only when used
 from purejaxppo.envs.wrappers import AutoReset, EpisodeStats
 from purejaxppo.errors import ConfigError
 
@@ -63,5 +64,5 @@ def check_env_config(cfg: EnvConfig, action_kinds: Mapping[str, str]) -> None:
                               f"{env.action_space.kind} actions")
 
 
-__all__ = ["ActionSpace", "AutoReset", "Env", "EnvConfig", "EpisodeStats", "FAMILIES", "make_env", "make_raw_env",
-           "split_name", "check_env_config"]
+__all__ = ["ActionSpace", "AutoReset", "Env", "EnvConfig", "EpisodeStats", "FAMILIES", "GymnaxEnv", "env_names",
+           "make_env", "make_raw_env", "split_name", "check_env_config"]

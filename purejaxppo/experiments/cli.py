@@ -280,19 +280,23 @@ def run_command(args) -> int:
     console.print(f"compile {timings.compile_seconds:.1f} s ({timings.compiles} programs), run "
                   f"{timings.run_seconds:.1f} s, {timings.checkpoints} checkpoint(s) "
                   f"({timings.checkpoint_bytes / 2**20:.2f} MiB, {timings.checkpoint_seconds:.2f} s in all)")
-    (_write_train_results if args.command == "train" else _write_sweep_results)(folder, base, spec, result, console)
+    failed = (_write_train_results if args.command == "train" else _write_sweep_results)(
+        folder, base, spec, result, console)
     console.print(f"{'run' if args.command == 'train' else 'sweep'} folder: {folder}")
-    return 0
+    for line in failed:
+        print(f"purejaxppo: error: could not write {line} (the other results and the checkpoints are in "
+              f"{folder})", file=sys.stderr)
+    return 1 if failed else 0
 
 
-def _write_train_results(folder, base, spec, result, console) -> None:
+def _write_train_results(folder, base, spec, result, console) -> list[str]:
     seeds = [run["seed"] for run in result.runs]
     metrics = {name: np.stack([m[name] for m in result.metrics]) for name in result.metrics[0]}
     evaluation = {name: np.stack([e[name] for e in result.evaluation]) for name in result.evaluation[0]}
     summary = report.summarize(metrics, steps_per_run=base.num_updates * base.batch_size,
                                run_seconds=result.run_seconds, compile_seconds=result.compile_seconds,
                                evaluation=evaluation, diverged=result.diverged)
-    report.write_run_folder(folder, base.to_dict(), metrics, summary, base.batch_size, seeds)
+    failed = report.write_run_folder(folder, base.to_dict(), metrics, summary, base.batch_size, seeds)
     table = Table(title=f"{base.env}, mean ± s.e. over {len(seeds)} seed(s)")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -300,15 +304,17 @@ def _write_train_results(folder, base, spec, result, console) -> None:
         table.add_row(name, value)
     console.print(table)
     console.print(f"per-epoch clip fraction: {summary['diagnosis']}")
+    return failed
 
 
-def _write_sweep_results(folder, base, spec, result, console) -> None:
+def _write_sweep_results(folder, base, spec, result, console) -> list[str]:
     rows = report.sweep_summary(result)
-    report.write_sweep_folder(folder, result, rows)
+    failed = report.write_sweep_folder(folder, result, rows)
     print(report.sweep_markdown(rows, swept_keys(result), spec.threshold), flush=True)
     steps = sum(result.batch_sizes[k] * len(m["episode_return"]) for k, m in enumerate(result.metrics))
     console.print(f"{steps / result.run_seconds:,.0f} steps/s over all runs; "
                   f"diverged runs: {int(np.sum(result.diverged))}")
+    return failed
 
 
 # --------------------------------------------------------------------------------------

@@ -10,14 +10,20 @@ from typing import Mapping
 
 import numpy as np
 
-DIAGNOSIS_DEFAULTS = {"under_used_below": 0.02, "over_used_above": 0.2, "over_used_by_epoch": 3}
+DIAGNOSIS_DEFAULTS = {"under_used_below": 0.02, "over_used_above": 0.2, "over_used_by_epoch": 3,
+                      "runaway_kl_above": 1.0}
 
 
-def diagnose(clip_by_epoch, thresholds: Mapping[str, float] | None = None) -> str:
-    """One line on the batch's use, from the mean clip fraction of each epoch that ran.
+def diagnose(clip_by_epoch, thresholds: Mapping[str, float] | None = None, max_kl: float | None = None) -> str:
+    """One line on the batch's use, from the mean clip fraction of each epoch that ran,
+    and `max_kl`: the largest mean KL (k3) of any one update of any run read here.
 
     Epochs that did not run (NaN) are dropped first; the rules are tried in this order:
 
+    runaway: some update's KL exceeds `runaway_kl_above` (1 nat; PPO's updates move
+        ~0.01-0.05): the policy left the trust region (the clip bounds neither the ratio
+        nor the KL), so the clip fraction says nothing about epochs → lower lr,
+        max_grad_norm, clip_eps or epochs. (Runs with NaN/Inf are "diverged", apart.)
     over-used: epoch `over_used_by_epoch` (1-based) already clips ≥ `over_used_above`:
         later epochs move a shrinking, biased subset → fewer epochs or a larger batch.
     under-used: the last epoch still clips < `under_used_below`: the policy barely moved
@@ -29,6 +35,9 @@ def diagnose(clip_by_epoch, thresholds: Mapping[str, float] | None = None) -> st
     c = c[np.isfinite(c)]
     if c.size == 0:
         return "no data (every run diverged)"
+    if max_kl is not None and max_kl > t["runaway_kl_above"]:
+        return (f"runaway: an update's KL reached {max_kl:.3g} > {t['runaway_kl_above']:g} — the policy left "
+                f"the trust region; lower lr, max_grad_norm, clip_eps or the epochs")
     k = int(t["over_used_by_epoch"])
     if c.size >= k and c[k - 1] >= t["over_used_above"]:
         return (f"over-used: epoch {k} already clips {c[k - 1]:.1%} ≥ {t['over_used_above']:.0%} — later "

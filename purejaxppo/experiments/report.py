@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
 import math
+import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import yaml
@@ -51,8 +53,11 @@ def summarize(metrics: Mapping[str, np.ndarray], *, steps_per_run: int, run_seco
                 per_seed[name] = np.nanmean(np.asarray(evaluation[mode], np.float64), axis=1)
     seeds = per_seed["final_return"].shape[0]
     ok = np.ones(seeds, bool) if diverged is None else ~np.asarray(diverged, bool)
-    summary: dict[str, Any] = {"seeds": seeds, "diverged": int(seeds - ok.sum()),
-                               "diagnosis": diagnose(stats.mean_by_epoch(np.asarray(metrics["clip_fraction"])[ok]))}
+    max_kl = stats.finite(per_seed["max_update_kl"][ok])
+    runaway = per_seed["max_update_kl"][ok] > DIAGNOSIS_DEFAULTS["runaway_kl_above"]
+    summary: dict[str, Any] = {"seeds": seeds, "diverged": int(seeds - ok.sum()), "runaway": int(runaway.sum()),
+                               "diagnosis": diagnose(stats.mean_by_epoch(np.asarray(metrics["clip_fraction"])[ok]),
+                                                     max_kl=float(max(max_kl, default=math.nan)))}
     for name in ("final_return", "eval_return", "eval_return_stochastic", "mean_kl_k3", "last_epoch_clip_fraction",
                  "explained_variance", "epochs_run"):
         if name not in per_seed:
@@ -81,6 +86,8 @@ def summary_lines(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     rows = [(label, format_mean_se(summary[key]["mean"], summary[key]["se"])) for key, label in SUMMARY_ROWS
             if key in summary]
     rows.append(("diverged runs (NaN/Inf; not in the means)", str(summary["diverged"])))
+    rows.append((f"runaway runs (an update's KL > {DIAGNOSIS_DEFAULTS['runaway_kl_above']:g})",
+                 str(summary["runaway"])))
     rows.append(("steps per second", f"{summary['steps_per_second']:,.0f}"))
     rows.append(("compile time", f"{summary['compile_seconds']:.1f} s"))
     return rows
@@ -132,16 +139,12 @@ def _band(ax, steps, curves, label, **style):
         ax.fill_between(steps, mean - se, mean + se, alpha=0.2, color=line.get_color())
 
 
-def _save(fig, ax, path: Path, legend_size=None, **labels) -> Path:
-    import matplotlib.pyplot as plt
-
+def _finish(fig, ax, legend_size=None, **labels) -> bytes:
     ax.set(**labels)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=legend_size, ncol=2 if legend_size else 1)
     fig.tight_layout()
-    fig.savefig(_new(path), dpi=120)
-    plt.close(fig)
-    return path
+    return _figure_bytes(fig, 120)
 
 
 def _pyplot():
@@ -153,25 +156,55 @@ def _pyplot():
     return plt
 
 
-def plot_learning_curve(path: Path, metrics: Mapping[str, np.ndarray], batch_size: int, title: str):
+def plot_learning_curve(metrics: Mapping[str, np.ndarray], batch_size: int, title: str) -> bytes:
+    """learning_curve.png: the mean return over seeds with a ± 1 s.e. band."""
     returns = np.asarray(metrics["episode_return"])  # [seeds, updates]
     steps = np.arange(1, returns.shape[1] + 1) * batch_size
     fig, ax = _pyplot().subplots(figsize=(7, 4))
     _band(ax, steps, returns, f"mean of {returns.shape[0]} seed(s) ± 1 s.e.")
-    _save(fig, ax, path, xlabel="environment steps", ylabel="episode return", title=title)
+    return _finish(fig, ax, xlabel="environment steps", ylabel="episode return", title=title)
 
 
-def _new(path: Path) -> Path:
-    """A run folder's files are never replaced: refuse a path that exists."""
-    if path.exists():
-        raise FileExistsError(f"{path} exists already; refusing to overwrite it")
-    return path
+def write_new(path: Path, data: str | bytes) -> None:
+    """Write a file that must not exist yet, atomically: the data goes to a temporary name
+    in the same folder, which is then hard-linked to `path`. The link fails if `path`
+    exists (FileExistsError: nothing is replaced), and a reader never sees half a file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "xb" if isinstance(data, bytes) else "x", **({} if isinstance(data, bytes) else
+                                                                      {"encoding": "utf-8"})) as f:
+            f.write(data)
+        os.link(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
-def write_new(path: Path, text: str) -> None:
-    """Write a file that must not exist yet (FileExistsError otherwise)."""
-    with open(path, "x") as f:
-        f.write(text)
+def _figure_bytes(fig, dpi: int) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    _pyplot().close(fig)
+    return buffer.getvalue()
+
+
+def _csv_text(rows) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(rows)
+    return buffer.getvalue()
+
+
+def write_artefacts(folder: Path, artefacts: list[tuple[str, Callable[[], str | bytes]]]) -> list[str]:
+    """Write each (file name, function making its contents) as a new file, one after the
+    other; a failure (disk full, a plot that cannot be drawn, a file that appeared in the
+    meantime) leaves the others. Returns one line per file that failed, naming it and why."""
+    failed = []
+    for name, make in artefacts:
+        try:
+            write_new(folder / name, make())
+        except Exception as error:  # noqa: BLE001 -- any failure of one artefact must spare the others
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+            failed.append(f"{name}: {type(error).__name__}: {reason}")
+    return failed
 
 
 def config_yaml(config: Mapping[str, Any], spec=None) -> str:
@@ -188,18 +221,17 @@ def spec_dict(spec) -> dict[str, Any]:
 
 
 def write_run_folder(folder: Path, config: Mapping[str, Any], metrics: Mapping[str, np.ndarray],
-                     summary: Mapping[str, Any], batch_size: int, seeds: list[int]) -> None:
-    """metrics.csv, summary.json, summary.md, learning_curve.png (config.yaml is written
-    when the run starts)."""
-    folder.mkdir(parents=True, exist_ok=True)
+                     summary: Mapping[str, Any], batch_size: int, seeds: list[int]) -> list[str]:
+    """metrics.csv, summary.json, summary.md, learning_curve.png, each written whole or not
+    at all and independently of the others (config.yaml is written when the run starts).
+    Returns a line per file that could not be written (`write_artefacts`)."""
     header, rows = metric_rows(metrics, batch_size, [{"seed": s} for s in seeds])
-    with open(folder / "metrics.csv", "x", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(rows)
-    write_new(folder / "summary.json", json.dumps({**summary, "seed_values": seeds}, indent=2))
-    write_new(folder / "summary.md", summary_markdown(summary))
-    plot_learning_curve(folder / "learning_curve.png", metrics, batch_size, str(config.get("env", "")))
+    return write_artefacts(folder, [
+        ("metrics.csv", lambda: _csv_text([header, *rows])),
+        ("summary.json", lambda: json.dumps({**summary, "seed_values": seeds}, indent=2)),
+        ("summary.md", lambda: summary_markdown(summary)),
+        ("learning_curve.png", lambda: plot_learning_curve(metrics, batch_size, str(config.get("env", "")))),
+    ])
 
 
 # --------------------------------------------------------------------------------------
@@ -232,7 +264,7 @@ def sweep_summary(result) -> list[dict[str, Any]]:
         row["max_kl_worst_seed"] = float(max(stats.finite(per_seed["max_update_kl"]), default=math.nan))
         row["iqm_return"], row["iqm_ci_low"], row["iqm_ci_high"] = interquartile_mean(final)
         row["clip_fraction_by_epoch"] = [float(v) for v in clip_by_epoch]
-        row["diagnosis"] = diagnose(clip_by_epoch, result.spec.diagnosis)
+        row["diagnosis"] = diagnose(clip_by_epoch, result.spec.diagnosis, row["max_kl_worst_seed"])
         if result.spec.threshold is not None:
             row["seeds_at_threshold"] = int(np.sum(final >= result.spec.threshold))
         rows.append(row)
@@ -255,7 +287,7 @@ def sweep_markdown(rows: list[dict], swept: list[str], threshold=None) -> str:
         head.append(f"seeds ≥ {threshold:g}")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        cells = [f"{row[k]:g}" if isinstance(row[k], float) else str(row[k]) for k in swept]
+        cells = [show_value(row[k]) for k in swept]
         cells += [f"{row['seeds']} ({row['diverged']})",
                   format_mean_se(row["train_return"], row["train_return_se"]),
                   f"{row['iqm_return']:.3g} [{row['iqm_ci_low']:.3g}, {row['iqm_ci_high']:.3g}]",
@@ -277,15 +309,16 @@ def sweep_markdown(rows: list[dict], swept: list[str], threshold=None) -> str:
             "parameters) are left out of every number and counted in brackets.\n")
     diagnoses = ["", "Per-epoch clip fraction, read by the documented rules (thresholds: sweep.diagnosis):"]
     for row in rows:
-        name = ", ".join(f"{k}={row[k]}" for k in swept) or "base"
+        name = ", ".join(f"{k}={show_value(row[k])}" for k in swept) or "base"
         diagnoses.append(f"- {name}: {row['diagnosis']}")
     return "\n".join(lines) + "\n" + note + "\n".join(diagnoses) + "\n"
 
 
-def write_sweep_folder(folder: Path, result, rows: list[dict]) -> None:
-    """metrics.csv (a row per run per update), summary.md / summary.csv (a row per point)
-    (sweep.yaml, the base config and spec, is written when the sweep starts)."""
-    folder.mkdir(parents=True, exist_ok=True)
+def write_sweep_folder(folder: Path, result, rows: list[dict]) -> list[str]:
+    """metrics.csv (a row per run per update), summary.md / summary.csv (a row per point),
+    the plots; each written whole or not at all and independently of the others (sweep.yaml,
+    the base config and spec, is written when the sweep starts). Returns a line per file
+    that could not be written."""
     swept = swept_keys(result)
     # static groups may scan different numbers of epochs: pad per-epoch columns with NaN
     max_epochs = max(m["clip_fraction"].shape[-1] for m in result.metrics)
@@ -295,78 +328,104 @@ def write_sweep_folder(folder: Path, result, rows: list[dict]) -> None:
             return value
         return np.pad(value, ((0, 0), (0, max_epochs - value.shape[1])), constant_values=np.nan)
 
-    with open(folder / "metrics.csv", "x", newline="") as f:
-        writer = csv.writer(f)
+    def metrics_csv():
+        lines = []
         for k, run in enumerate(result.runs):
-            label = {"point": run["point"], **{key: run.get(key, "") for key in swept},
+            label = {"point": run["point"], **{key: show_value(run.get(key, "")) for key in swept},
                      "seed": run["seed"], "diverged": int(result.diverged[k])}
             header, rows_k = metric_rows({n: padded(n, v)[None] for n, v in result.metrics[k].items()},
                                          result.batch_sizes[k], [label])
-            if k == 0:
-                writer.writerow(header)
-            writer.writerows(rows_k)
-    write_new(folder / "summary.md", sweep_markdown(rows, swept, result.spec.threshold))
-    plot_sweep(folder, result, rows, swept)
-    columns = list(rows[0])
-    with open(folder / "summary.csv", "x", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(columns)
-        for row in rows:
-            writer.writerow([";".join(f"{v:.4g}" for v in row[c]) if isinstance(row.get(c), list)
-                             else row.get(c, "") for c in columns])
+            lines += ([header] if k == 0 else []) + rows_k
+        return _csv_text(lines)
+
+    def summary_csv():
+        columns = list(rows[0])
+        return _csv_text([columns] + [
+            [";".join(f"{v:.4g}" for v in row[c]) if c == "clip_fraction_by_epoch"
+             else show_value(row[c]) if c in swept else row.get(c, "") for c in columns] for row in rows])
+
+    return write_artefacts(folder, [
+        ("metrics.csv", metrics_csv),
+        ("summary.md", lambda: sweep_markdown(rows, swept, result.spec.threshold)),
+        ("summary.csv", summary_csv),
+        *sweep_plots(result, rows, swept),
+    ])
 
 
-def plot_sweep(folder: Path, result, rows: list[dict], swept: list[str]) -> list[Path]:
-    """learning_curves.png, clip_fraction_by_epoch.png and, over the first two swept keys,
-    heatmap_return.png and heatmap_kl.png."""
+def show_value(value) -> str:
+    """A swept value as a label: floats by %g, lists and mappings as YAML writes them inline."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple, Mapping)):
+        return yaml.safe_dump(_plain(value), default_flow_style=True, width=1000).strip()
+    return str(value)
+
+
+def _plain(value):
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _axis(values: list) -> list[str]:
+    """The distinct labels of a swept key's values: in numeric order when every value is
+    a number, else in order of first appearance (lists and mappings have no order)."""
+    labels = list(dict.fromkeys(show_value(v) for v in values))
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        labels = [show_value(v) for v in sorted(set(values))]
+    return labels
+
+
+def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, Callable[[], bytes]]]:
+    """(file name, draw) for learning_curves.png, clip_fraction_by_epoch.png and, over the
+    first two swept keys, heatmap_return.png and heatmap_kl.png."""
     plt = _pyplot()
 
     def label(point):
-        return ", ".join(f"{k}={point[k]:g}" if isinstance(point[k], float) else f"{k}={point[k]}"
-                         for k in swept) or "base"
+        return ", ".join(f"{k}={show_value(point[k])}" for k in swept) or "base"
 
-    written = []
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for i, point in enumerate(result.points):
-        ok = [k for k in result.point_runs(i) if not result.diverged[k]]
-        if ok:
-            curves = np.stack([result.metrics[k]["episode_return"] for k in ok])
-            _band(ax, np.arange(1, curves.shape[1] + 1) * result.batch_sizes[ok[0]], curves, label(point), lw=1.2)
-    written.append(_save(fig, ax, folder / "learning_curves.png", 7, xlabel="environment steps",
-                         ylabel="episode return (mean ± s.e. over seeds)",
-                         title=f"{result.base.env}: learning curves"))
+    def learning_curves():
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for i, point in enumerate(result.points):
+            ok = [k for k in result.point_runs(i) if not result.diverged[k]]
+            if ok:
+                curves = np.stack([result.metrics[k]["episode_return"] for k in ok])
+                _band(ax, np.arange(1, curves.shape[1] + 1) * result.batch_sizes[ok[0]], curves, label(point),
+                      lw=1.2)
+        return _finish(fig, ax, 7, xlabel="environment steps", ylabel="episode return (mean ± s.e. over seeds)",
+                       title=f"{result.base.env}: learning curves")
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for row, point in zip(rows, result.points):
-        c = np.asarray(row["clip_fraction_by_epoch"], np.float64)
-        ax.plot(np.arange(1, c.size + 1), c, marker="o", ms=3, label=label(point))
-    written.append(_save(fig, ax, folder / "clip_fraction_by_epoch.png", 7, xlabel="epoch within an update",
-                         ylabel="clip fraction (mean over updates and seeds)",
-                         title="How much each epoch is clipped"))
+    def clip_by_epoch():
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for row, point in zip(rows, result.points):
+            c = np.asarray(row["clip_fraction_by_epoch"], np.float64)
+            ax.plot(np.arange(1, c.size + 1), c, marker="o", ms=3, label=label(point))
+        return _finish(fig, ax, 7, xlabel="epoch within an update",
+                       ylabel="clip fraction (mean over updates and seeds)", title="How much each epoch is clipped")
 
-    if len(swept) >= 2:
+    def heatmap(key, title):
         a, b = swept[0], swept[1]
-        xs = sorted({p[a] for p in result.points}, key=str if not all(
-            isinstance(p[a], (int, float)) for p in result.points) else None)
-        ys = sorted({p[b] for p in result.points}, key=str if not all(
-            isinstance(p[b], (int, float)) for p in result.points) else None)
-        for key, name, title in (("train_return", "heatmap_return.png", "final train return"),
-                                 ("mean_kl", "heatmap_kl.png", "mean KL (k3)")):
-            grid = np.full((len(ys), len(xs)), np.nan)
-            for row, point in zip(rows, result.points):
-                # with more than two swept keys, average over the others
-                y, x = ys.index(point[b]), xs.index(point[a])
-                grid[y, x] = row[key] if np.isnan(grid[y, x]) else np.nanmean([grid[y, x], row[key]])
-            fig, ax = plt.subplots(figsize=(1.3 * len(xs) + 2.5, 0.9 * len(ys) + 2))
-            image = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
-            ax.set_xticks(range(len(xs)), [str(x) for x in xs])
-            ax.set_yticks(range(len(ys)), [str(y) for y in ys])
-            ax.set(xlabel=a, ylabel=b, title=title)
-            for (y, x), value in np.ndenumerate(grid):
-                ax.text(x, y, f"{value:.3g}", ha="center", va="center", color="w", fontsize=8)
-            fig.colorbar(image, ax=ax)
-            fig.tight_layout()
-            written.append(folder / name)
-            fig.savefig(_new(written[-1]), dpi=110)
-            plt.close(fig)
-    return written
+        xs, ys = _axis([p[a] for p in result.points]), _axis([p[b] for p in result.points])
+        grid = np.full((len(ys), len(xs)), np.nan)
+        for row, point in zip(rows, result.points):
+            # with more than two swept keys, average over the others
+            y, x = ys.index(show_value(point[b])), xs.index(show_value(point[a]))
+            grid[y, x] = row[key] if np.isnan(grid[y, x]) else np.nanmean([grid[y, x], row[key]])
+        fig, ax = plt.subplots(figsize=(1.3 * len(xs) + 2.5, 0.9 * len(ys) + 2))
+        image = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
+        ax.set_xticks(range(len(xs)), xs)
+        ax.set_yticks(range(len(ys)), ys)
+        ax.set(xlabel=a, ylabel=b, title=title)
+        for (y, x), value in np.ndenumerate(grid):
+            ax.text(x, y, f"{value:.3g}", ha="center", va="center", color="w", fontsize=8)
+        fig.colorbar(image, ax=ax)
+        fig.tight_layout()
+        return _figure_bytes(fig, 110)
+
+    plots = [("learning_curves.png", learning_curves), ("clip_fraction_by_epoch.png", clip_by_epoch)]
+    if len(swept) >= 2:
+        plots += [("heatmap_return.png", lambda: heatmap("train_return", "final train return")),
+                  ("heatmap_kl.png", lambda: heatmap("mean_kl", "mean KL (k3)"))]
+    return plots
