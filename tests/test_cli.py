@@ -8,9 +8,10 @@ import purejaxppo as ppo
 from purejaxppo.experiments.cli import main
 
 
-def test_train_writes_a_complete_run_folder(tmp_path, capsys):
+def test_train_writes_a_complete_run_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a shipped config is found by name from any folder
     out = tmp_path / "run"
-    code = main(["train", "configs/cartpole.yaml", "--seeds", "2", "--set", "num_steps=16",
+    code = main(["train", "cartpole", "--seeds", "2", "--set", "num_steps=16",
                  "--set", "total_timesteps=256", "--out", str(out), "--tensorboard"])
     assert code == 0
     printed = capsys.readouterr().out
@@ -36,3 +37,24 @@ def test_train_writes_a_complete_run_folder(tmp_path, capsys):
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     # the final state of every seed is checkpointed
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [str(cfg.num_updates)]
+
+
+def test_the_shipped_configs_are_listed_and_each_loads(capsys):
+    from purejaxppo import configs
+
+    assert main(["configs"]) == 0
+    printed = capsys.readouterr().out
+    names = configs.names()
+    assert {"cartpole", "pendulum", "brax/inverted_pendulum", "sweeps/clip_epochs"} <= set(names)
+    assert all(name in printed for name in names)
+    assert configs.find("cartpole") == configs.find("cartpole.yaml") == configs.FOLDER / "cartpole.yaml"
+    assert configs.find("nothing") is None and configs.find("../pyproject.toml") is None
+    for name in names:
+        if not name.startswith(("sweeps/", "brax/")):  # brax: tests/test_brax.py; sweeps: tests/test_sweep.py
+            ppo.load_config(configs.find(name))
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0 and capsys.readouterr().out.strip() == f"purejaxppo {ppo.__version__}"

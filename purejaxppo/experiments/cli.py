@@ -5,6 +5,8 @@
     purejaxppo sweep SPEC [--grid key=v1,v2 ...] [--seeds N] [...]     (same run options)
     purejaxppo sweep --resume DIR
     purejaxppo eval DIR [--episodes 100] [--seed S] [--stochastic] [--step N] [--json] [--render F.html]
+    purejaxppo configs                                                  (the shipped configs, usable by name)
+    purejaxppo --version
 
 `train` is a one-point sweep: both run through `sweep.sweep` (chunks, checkpoints,
 evaluation of the final policy, divergence flags) and differ only in the tables they
@@ -28,6 +30,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from purejaxppo import __version__, configs
 from purejaxppo.experiments import replay, report
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints, evaluate_folder, load
 from purejaxppo.config import ConfigError, load_config, make_config, parse_override, text_table
@@ -73,16 +76,19 @@ def _add_run_options(parser: argparse.ArgumentParser, runs: str, folder: str) ->
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="purejaxppo", description="JAX-compiled PPO.")
+    parser.add_argument("--version", action="version", version=f"purejaxppo {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train one config over N seeds as one compiled program")
-    train.add_argument("config", nargs="?", help="YAML config, e.g. configs/cartpole.yaml")
+    train.add_argument("config", nargs="?",
+                       help="YAML config: a path, or a shipped config by name (e.g. cartpole; see: purejaxppo configs)")
     train.add_argument("--seeds", type=int, help="number of seeds, vmapped (default 1)")
     train.add_argument("--eval-episodes", type=int, metavar="E",
                        help=f"evaluate the final policy on E fresh episodes (default {DEFAULT_EVAL_EPISODES}; 0: off)")
     _add_run_options(train, "seeds", "run folder (default runs/<env>-<time>)")
     sweep = sub.add_parser("sweep", help="seeds x hyperparameter grid, one compile per static group")
     sweep.add_argument("spec", nargs="?",
-                       help="sweep YAML: a config plus a sweep: section, e.g. configs/sweeps/clip_epochs.yaml")
+                       help="sweep YAML: a config plus a sweep: section; a path or a shipped one by name, "
+                            "e.g. sweeps/clip_epochs")
     sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                        help="add or replace a grid axis (repeatable), e.g. --grid clip_eps=0.1,0.2")
     sweep.add_argument("--seeds", type=int, help="seeds per grid point (overrides the file)")
@@ -96,7 +102,26 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     evaluate.add_argument("--render", metavar="FILE.html",
                           help="Brax envs: also write an HTML replay of one episode of run 0 (a new file)")
+    sub.add_parser("configs", help="list the shipped configs (use them by name: purejaxppo train cartpole)")
     return parser
+
+
+def _source(text: str | None) -> str | None:
+    """A config argument: a path that exists, else a shipped config of that name, else as
+    given (loading it then says the file was not found)."""
+    if text is None or Path(text).exists():
+        return text
+    shipped = configs.find(text)
+    return str(shipped) if shipped is not None else text
+
+
+def configs_command() -> int:
+    names = configs.names()
+    width = max(map(len, names))
+    for name in names:
+        print(f"{name:<{width}}  {configs.summary(name)[:90]}")
+    print(f"\n(in {configs.FOLDER}; e.g. purejaxppo train cartpole --seeds 8)")
+    return 0
 
 
 # --------------------------------------------------------------------------------------
@@ -144,7 +169,7 @@ def _asked(args, saved: dict | None = None):
     saved = saved or {}
     saved_spec = {k: v for k, v in saved.get("spec", {}).items() if v or k != "grid"}  # a train run's grid is {}
     overrides = dict(parse_override(item) for item in args.set)
-    source = args.config if args.command == "train" else args.spec
+    source = _source(args.config if args.command == "train" else args.spec)
     if source is None and not saved:
         raise ConfigError("config" if args.command == "train" else "spec", None,
                           f"give a {'YAML config' if args.command == 'train' else 'sweep YAML'} (or --resume DIR)")
@@ -378,6 +403,8 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     init_distributed_from_env()  # several processes: each computes its shard, process 0 writes
     try:
+        if args.command == "configs":
+            return configs_command()
         return eval_command(args) if args.command == "eval" else run_command(args)
     except UsageError as error:
         print(f"purejaxppo: error: {error}", file=sys.stderr)
