@@ -58,3 +58,12 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["--version"])
     assert exited.value.code == 0 and capsys.readouterr().out.strip() == f"purejaxppo {ppo.__version__}"
+
+
+@pytest.mark.parametrize("seed", [str(2**32), str(2**40), str(2**64), "-1"])
+def test_a_seed_beyond_the_key_range_is_refused(seed, capsys, tmp_path):
+    """A key holds 32 bits of the seed: 2**32 and 2**40 would silently train seed 0 again."""
+    assert main(["train", "cartpole", "--seed", seed, "--out", str(tmp_path / "run")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and error.startswith(f"purejaxppo: error: --seed={seed}")
+    assert not (tmp_path / "run").exists()

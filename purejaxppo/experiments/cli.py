@@ -157,6 +157,9 @@ def _check_counts(args) -> None:
         minimum = 0 if option == "--eval-episodes" else 1
         if value is not None and value < minimum:
             raise ConfigError(option, value, f"must be at least {minimum}")
+    if args.seed is not None and not 0 <= args.seed <= 2**32 - (args.seeds or 1):
+        # a key is made from 32 bits of the seed: 2**32 would silently be seed 0 again
+        raise ConfigError("--seed", args.seed, f"must be in [0, 2**32 - seeds] = [0, {2**32 - (args.seeds or 1)}]")
 
 
 # --------------------------------------------------------------------------------------
