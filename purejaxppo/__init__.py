@@ -1,7 +1,7 @@
 """purejaxppo: end-to-end JAX-compiled PPO on accelerator-native environments."""
 
 from purejaxppo import distributions, losses
-from purejaxppo.config import ConfigError, HParams, PPOConfig, load_config, make_config
+from purejaxppo.config import ConfigError, HParams, PPOConfig, check_config, load_config, make_config
 from purejaxppo.envs import make_env
 from purejaxppo.gae import gae
 from purejaxppo.train import Learner, LearnerState, RunnerState, TrainResult, make_policy, make_train
@@ -10,6 +10,6 @@ from purejaxppo.experiments.sweep import SweepResult, sweep  # noqa: E402  (the 
 
 __version__ = "0.3.0"
 
-__all__ = ["ConfigError", "HParams", "Learner", "LearnerState", "PPOConfig", "RunnerState", "SweepResult",
+__all__ = ["ConfigError", "HParams", "check_config", "Learner", "LearnerState", "PPOConfig", "RunnerState", "SweepResult",
            "TrainResult", "distributions", "gae", "load", "load_config", "losses", "make_config", "make_env",
            "make_policy", "make_train", "sweep"]

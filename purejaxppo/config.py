@@ -17,16 +17,19 @@ import dataclasses
 import difflib
 import functools
 import math
+import re
 import types
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 import yaml
 from flax import struct
 
 from purejaxppo.envs import check_env_config
-from purejaxppo.errors import ConfigError
+from purejaxppo.errors import NO_VALUE, ConfigError
 
 # --------------------------------------------------------------------------------------
 # The declaration
@@ -210,6 +213,55 @@ class HParams:
 
         return cls(**{name: value(name) for name in HPARAM_FIELDS})
 
+    @classmethod
+    def stack(cls, cfg: PPOConfig, runs: int | None = None, **values: Any) -> "HParams":
+        """Checked hyperparameters of several runs of one program (`cfg`'s): each keyword
+        names a traced field and gives one value per run (a list; all of one length, the
+        run axis, equal to `runs` when given, e.g. `runs=len(keys)`); the other fields
+        repeat cfg's value. Every value is checked as `make_config` checks it (its type,
+        its rules, null where the field allows it) and `update_epochs` against the epochs
+        the program scans (`cfg.epochs_scan`); a bad one raises ConfigError naming the
+        field and the run. The leaves are numpy arrays [runs] of each field's dtype:
+        vmap over them, e.g. `jax.vmap(make_train(cfg))(keys, HParams.stack(cfg, lr=[...]))`.
+
+        Build swept HParams with it: values given to `Learner.run` / `make_train`'s
+        `train` are checked there only where they are concrete; a traced value (under jit
+        or vmap) is taken as it is: a negative lr ascends, a NaN gamma makes every number
+        NaN, and update_epochs beyond the scanned epochs is silently capped."""
+        cfg = check_config(cfg, env=False, update_epochs=False)
+        lengths = {}
+        for name, given in values.items():
+            if name not in FIELDS:
+                raise _unknown_key(name, "HParams.stack")
+            if not FIELDS[name].traced:
+                raise ConfigError(name, NO_VALUE, "is static structure, not a traced hyperparameter: one program "
+                                  "cannot vary it (ppo.sweep compiles one program per value)")
+            if isinstance(given, (str, Mapping)) or np.ndim(given) != 1 or not len(given):
+                raise ConfigError(name, given, "must be a non-empty list of values, one per run")
+            lengths[name] = len(given)
+        if runs is not None:
+            if isinstance(runs, bool) or not isinstance(_plain(runs), int) or runs < 1:
+                raise ConfigError("runs", runs, "must be an integer of at least 1")
+            lengths = {"runs": int(runs), **lengths}
+        if not lengths:
+            raise ConfigError("runs", NO_VALUE, "give the number of runs, or one list of values per run")
+        (first, n), *others = lengths.items()
+        for name, m in others:
+            if m != n:
+                raise ConfigError(name, NO_VALUE, f"has {m} values but {first} {'is' if first == 'runs' else 'has'} "
+                                  f"{n}: the run axis is one length for every swept field")
+        columns = {}
+        for name in HPARAM_FIELDS:
+            f = FIELDS[name]
+            column = list(values[name]) if name in values else [getattr(cfg, name)] * n
+            for i, value in enumerate(column):
+                try:
+                    column[i] = _check_hparam(f, _coerce(f, value), cfg)
+                except ConfigError as error:
+                    raise ConfigError(error.field, error.value, f"{error.rule} (run {i})") from None
+            columns[name] = np.asarray([math.inf if v is None else v for v in column], _HPARAM_DTYPES[f.type])
+        return cls(**columns)
+
 
 # --------------------------------------------------------------------------------------
 # Reading the table: help and README
@@ -261,14 +313,88 @@ def text_table() -> str:
 # --------------------------------------------------------------------------------------
 # Building and checking a config
 # --------------------------------------------------------------------------------------
-def _unknown_key(key: str, where: str) -> ConfigError:
-    close = difflib.get_close_matches(key, list(FIELDS), n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else f"; known keys: {', '.join(FIELDS)}"
-    return ConfigError(key, None, f"unknown key in {where}{hint}")
+# What other PPO code bases (and people) call our keys: matched on meaning, not spelling.
+ALIASES: Mapping[str, tuple[str, ...]] = types.MappingProxyType({
+    "env": ("env_id", "env_name", "environment", "game"),
+    "env_params": ("env_kwargs", "env_config", "env_args", "environment_params"),
+    "num_envs": ("n_envs", "num_workers", "n_workers", "envs", "num_parallel_envs", "parallel_envs",
+                 "num_environments"),
+    "num_steps": ("n_steps", "rollout_length", "unroll_length", "horizon", "num_rollout_steps", "steps_per_env"),
+    "num_minibatches": ("n_minibatches", "nminibatches", "num_mini_batch", "num_minibatch", "minibatches",
+                        "num_batches", "n_batches"),
+    "total_timesteps": ("timesteps", "total_steps", "num_timesteps", "n_timesteps", "total_env_steps"),
+    "hidden_sizes": ("hidden", "hidden_size", "net_arch", "layers", "hidden_layers", "hidden_dims", "layer_sizes"),
+    "normalize_obs": ("norm_obs", "normalize_observations", "obs_norm", "normalise_obs"),
+    "normalize_reward": ("norm_reward", "normalize_rewards", "reward_norm", "normalise_reward"),
+    "reward_scale": ("reward_scaling", "scale_reward", "reward_multiplier"),
+    "lr": ("learning_rate", "learningrate", "step_size", "lr_rate"),
+    "anneal_lr": ("anneal", "lr_anneal", "anneal_learning_rate", "linear_lr", "lr_schedule", "lr_decay"),
+    "clip_eps": ("clip_range", "clip", "clip_param", "clip_ratio", "clip_coef", "clip_epsilon", "ppo_clip",
+                 "eps_clip"),
+    "vf_clip_eps": ("clip_range_vf", "vf_clip", "value_clip", "clip_vf", "vf_clip_param", "clip_value"),
+    "ent_coef": ("ent_coeff", "entropy_coef", "entropy_coeff", "entropy_cost", "entropy_weight", "ent_weight",
+                 "entropy_beta"),
+    "vf_coef": ("value_coef", "vf_coeff", "value_coeff", "value_loss_coef", "value_loss_coeff", "vf_loss_coeff",
+                "value_weight", "vf_weight", "critic_coef"),
+    "gamma": ("discount", "discount_factor", "gamma_discount"),
+    "gae_lambda": ("lambda", "lam", "lmbda", "gae_lam", "td_lambda", "lambda_"),
+    "max_grad_norm": ("max_grad", "grad_clip", "max_norm", "clip_grad_norm", "gradient_clip", "grad_norm_clip",
+                      "max_gradient_norm", "clip_grad"),
+    "target_kl": ("kl_target", "target_kl_div", "kl_threshold", "desired_kl"),
+    "update_epochs": ("n_epochs", "epochs", "num_epochs", "ppo_epochs", "update_epoch", "num_sgd_iter",
+                      "num_update_epochs", "opt_epochs"),
+})
+# Keys that are not config keys but something else, with where they go.
+NOT_CONFIG_KEYS: Mapping[str, str] = types.MappingProxyType({
+    "seed": "the first seed is a command-line option (--seed S; seeds S, S+1, ... are run)",
+    "seeds": "the number of seeds is a command-line option (--seeds N), or seeds: N in a sweep file's "
+             "sweep: section",
+    **{key: f"{key}: belongs in a sweep file's sweep: section (purejaxppo sweep)"
+       for key in ("grid", "random", "random_seed", "threshold", "diagnosis")},
+    "eval_episodes": "the number of evaluation episodes is a command-line option (--eval-episodes E), or "
+                     "eval_episodes: E in a sweep file's sweep: section",
+})
+
+
+def _normal(key: str) -> str:
+    """learningRate, learning-rate, Learning Rate -> learning_rate."""
+    key = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key.strip())
+    return re.sub(r"[\s\-.]+", "_", key).lower()
+
+
+_BY_ALIAS = {_normal(alias): name for name, aliases in ALIASES.items() for alias in aliases}
+
+
+def suggest(key: Any) -> str:
+    """"did you mean ...?" for a key that is not a config key: its meaning (ALIASES),
+    then close spellings; or what the key is if it is no config key at all."""
+    text = str(key)
+    if _normal(text) in NOT_CONFIG_KEYS:
+        return f"not a config key: {NOT_CONFIG_KEYS[_normal(text)]}"
+    names = [_BY_ALIAS[_normal(text)]] if _normal(text) in _BY_ALIAS else []
+    if _normal(text) in FIELDS:
+        names.append(_normal(text))
+    names += [n for n in difflib.get_close_matches(text, list(FIELDS), n=3) if n not in names]
+    if names:
+        return f"did you mean {', '.join(names)}?"
+    return f"known keys: {', '.join(FIELDS)} (purejaxppo train --help-config explains each)"
+
+
+def _unknown_key(key: Any, where: str) -> ConfigError:
+    return ConfigError(str(key), NO_VALUE, f"unknown key in {where}; {suggest(key)}")
 
 
 def _error(f: Field, value: Any, rule: str) -> ConfigError:
     return ConfigError(f.name, value, rule if f.null is None else f"{rule} (or null: {f.null})")
+
+
+def _plain(value: Any) -> Any:
+    """numpy and JAX scalars (np.int64(8), np.float32(1e-3), a concrete 0-d array) as the
+    Python numbers they are; anything else as it is."""
+    if (isinstance(value, (np.generic, np.ndarray, jax.Array)) and np.ndim(value) == 0
+            and not isinstance(value, jax.core.Tracer)):
+        return value.item()
+    return value
 
 
 def _number(value: Any) -> int | float | None:
@@ -287,6 +413,10 @@ def _number(value: Any) -> int | float | None:
 
 def _coerce(f: Field, value: Any) -> Any:
     """Check one value's type; returns it in its canonical Python type."""
+    value = _plain(value)
+    if isinstance(value, jax.core.Tracer):
+        raise _error(f, value, "must be a concrete value, not a traced one (a config is static; sweep traced "
+                               "values through HParams)")
     if value is None and f.null is not None:
         return None
     if f.type == "int":
@@ -295,6 +425,8 @@ def _coerce(f: Field, value: Any) -> Any:
             number = int(number)
         if not isinstance(number, int):
             raise _error(f, value, "must be an integer")
+        if f.traced and not -2**31 <= number < 2**31:
+            raise _error(f, value, "must fit in 32 bits (below 2**31)")
         return number
     if f.type == "float":
         number = _number(value)
@@ -312,6 +444,8 @@ def _coerce(f: Field, value: Any) -> Any:
             raise _error(f, value, "must be a string")
         return value
     if f.type == "list of positive ints":
+        if isinstance(value, (list, tuple)):
+            value = [_plain(v) for v in value]
         if (not isinstance(value, (list, tuple)) or not value
                 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)):
             raise _error(f, value, "must be a non-empty list of positive integers")
@@ -325,14 +459,14 @@ def _coerce(f: Field, value: Any) -> Any:
     raise AssertionError(f.type)
 
 
-def _check(cfg: PPOConfig) -> None:
+def _check(cfg: PPOConfig, update_epochs: bool = True) -> None:
     """Every field's own rules, then the rules that tie fields together."""
     for name, f in FIELDS.items():
         value = getattr(cfg, name)
         for rule in f.rules:
             if value is not None and not rule.holds(value):
                 raise _error(f, value, f"must be {rule.text}")
-    if cfg.update_epochs > cfg.epochs_scan:
+    if update_epochs and cfg.update_epochs > cfg.epochs_scan:
         raise ConfigError("update_epochs", cfg.update_epochs, f"must not exceed max_epochs={cfg.max_epochs}")
     if cfg.batch_size % cfg.num_minibatches:
         raise ConfigError("num_minibatches", cfg.num_minibatches,
@@ -341,6 +475,72 @@ def _check(cfg: PPOConfig) -> None:
     if cfg.total_timesteps < cfg.batch_size:
         raise ConfigError("total_timesteps", cfg.total_timesteps,
                           f"must be at least one batch (num_envs*num_steps={cfg.batch_size})")
+    if cfg.num_updates >= 2**31:
+        raise ConfigError("total_timesteps", cfg.total_timesteps,
+                          f"gives {cfg.num_updates} updates of num_envs*num_steps={cfg.batch_size} steps; "
+                          f"at most 2**31-1 (the update counter is 32-bit): raise num_envs or num_steps")
+
+
+def _check_hparam(f: Field, value: Any, cfg: PPOConfig) -> Any:
+    """One traced field's coerced value (of one run) against its rules and `cfg`'s scan."""
+    for rule in f.rules:
+        if value is not None and not rule.holds(value):
+            raise _error(f, value, f"must be {rule.text}")
+    if f.name == "update_epochs" and value > cfg.epochs_scan:
+        raise ConfigError(f.name, value, f"must not exceed the epochs the program scans, cfg.epochs_scan="
+                          f"{cfg.epochs_scan} (max_epochs, or update_epochs when it is null); a larger one would "
+                          f"be capped silently")
+    return value
+
+
+def check_config(cfg: PPOConfig, *, env: bool = True, update_epochs: bool = True) -> PPOConfig:
+    """`make_config`'s checks on a config built another way (e.g. `PPOConfig(...)` by
+    hand, or `dataclasses.replace`): every field's type and rules, the rules that tie
+    fields together, and (`env`) the environment and its parameters. Returns the checked
+    config, each value in its canonical type; raises ConfigError naming the field.
+    `update_epochs=False` leaves out "update_epochs <= max_epochs": a learner run with
+    HParams reads update_epochs from them (`Learner.run` checks it there)."""
+    if not isinstance(cfg, PPOConfig):
+        raise ConfigError("config", type(cfg).__name__, "must be a PPOConfig (build one with make_config)")
+    checked = PPOConfig(**{name: _coerce(f, getattr(cfg, name)) for name, f in FIELDS.items()})
+    _check(checked, update_epochs)
+    if env:
+        check_env_config(checked, ACTION_KIND_FIELDS)
+    return checked
+
+
+def check_hparams(hparams: Any, cfg: PPOConfig, shape: tuple[int, ...] = ()) -> Any:
+    """`hparams` fit a program of `cfg`: an `HParams` whose every field is an array of
+    `shape` (() for one run: inside a vmapped run each run's values are scalars) and of
+    its field's kind (bool, integer, number). Values are checked where they are concrete
+    (each against its field's rules, update_epochs against cfg.epochs_scan); a traced
+    value is not (see `HParams.stack`). Raises ConfigError naming the field; returns
+    `hparams`."""
+    if not isinstance(hparams, HParams):
+        raise ConfigError("hparams", type(hparams).__name__,
+                          "must be an HParams (HParams.from_config(cfg), or HParams.stack(cfg, ...) for a sweep)")
+    for name in HPARAM_FIELDS:
+        f, leaf = FIELDS[name], getattr(hparams, name)
+        leaf_shape = tuple(np.shape(leaf))
+        if leaf_shape != tuple(shape):
+            hint = (": vmap over the run axis, e.g. jax.vmap(train)(keys, hparams), one key per run"
+                    if shape == () and len(leaf_shape) == 1 else "")
+            raise ConfigError(name, NO_VALUE, f"HParams.{name} has shape {leaf_shape}, not {tuple(shape)}{hint}")
+        dtype = np.dtype(leaf.dtype) if hasattr(leaf, "dtype") else np.result_type(leaf)
+        ok = {"bool": dtype == np.bool_, "int": np.issubdtype(dtype, np.integer),
+              "float": np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer)}[f.type]
+        if not ok:
+            kind = {"bool": "a bool", "int": "an integer", "float": "a float"}[f.type]
+            raise ConfigError(name, NO_VALUE, f"HParams.{name} has dtype {dtype}; it must be {kind} array")
+        if isinstance(leaf, jax.core.Tracer) or f.type == "bool":
+            continue
+        for value in np.ravel(np.asarray(leaf)).tolist():
+            if f.null is not None and value == math.inf:
+                continue
+            if not math.isfinite(value):
+                raise _error(f, value, "must be finite")
+            _check_hparam(f, value, cfg)
+    return hparams
 
 
 def make_config(values: Mapping[str, Any] | None = None, *, where: str = "config") -> PPOConfig:
@@ -349,6 +549,8 @@ def make_config(values: Mapping[str, Any] | None = None, *, where: str = "config
     Checks types, ranges, the environment name, its parameters and the action-space
     specific settings; compiles nothing.
     """
+    if values is not None and not isinstance(values, Mapping):
+        raise ConfigError(where, type(values).__name__, "must be a mapping of key: value")
     values = dict(values or {})
     for key in values:
         if key not in FIELDS:
@@ -372,18 +574,79 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing what it would accept silently: a key given twice
+    (PyYAML keeps the last) and a key that is not a string (`1: x`, `null: x`, `[a]: x`)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            self.flatten_mapping(node)  # merge keys (<<: *anchor) first, as SafeLoader does
+            seen: dict[str, Any] = {}
+            for key_node, _ in node.value:
+                line, column = key_node.start_mark.line + 1, key_node.start_mark.column + 1
+                if not (isinstance(key_node, yaml.ScalarNode) and key_node.tag == "tag:yaml.org,2002:str"):
+                    text = key_node.value if isinstance(key_node, yaml.ScalarNode) else f"a {key_node.id}"
+                    raise _KeyProblem(str(text), f"line {line}: a key must be a string (quote it if it is "
+                                                 f"meant as one)")
+                if key_node.value in seen:
+                    first_line, first_column = seen[key_node.value]
+                    where = (f"line {line}, columns {first_column} and {column}" if first_line == line
+                             else f"lines {first_line} and {line}")
+                    raise _KeyProblem(key_node.value, f"given twice ({where}); give each key once")
+                seen[key_node.value] = line, column
+        return super().construct_mapping(node, deep)
+
+
+class _KeyProblem(Exception):
+    def __init__(self, key: str, rule: str):
+        super().__init__(key, rule)
+        self.key, self.rule = key, rule
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML error on one line: where, then what."""
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    what = " ".join(part for part in (getattr(error, "context", None), getattr(error, "problem", None)) if part)
+    what = what or str(error)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return " ".join(f"not valid YAML: {where}{what}".split())
+
+
+def read_yaml(path: str | Path, field: str = "config") -> dict[str, Any]:
+    """A YAML file's top-level mapping (empty file: {}), strictly read (UTF-8, no repeated
+    or non-string keys). Every problem is a ConfigError: `field`=path for the file, the
+    key's name for a repeated or non-string key."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(field, str(path), "is a folder; give a YAML file")
+    if not path.is_file():
+        raise ConfigError(field, str(path), "file not found")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(field, str(path), f"is not UTF-8 text (byte {error.object[error.start]:#04x} at "
+                                            f"offset {error.start}); a config is a YAML text file") from None
+    except OSError as error:
+        raise ConfigError(field, str(path), f"cannot be read: {error.strerror}") from None
+    try:
+        loaded = yaml.load(text, Loader=_StrictLoader)
+    except _KeyProblem as problem:
+        raise ConfigError(problem.key, NO_VALUE, f"in {path}, {problem.rule}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(field, str(path), _yaml_problem(error)) from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(field, str(path), f"must be a YAML mapping of key: value, not a {type(loaded).__name__}")
+    return loaded
+
+
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> PPOConfig:
     """Read a YAML config (flat keys of `PPOConfig`), apply overrides, check everything."""
     values: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
-        if not path.is_file():
-            raise ConfigError("config", str(path), "file not found")
-        loaded = yaml.safe_load(path.read_text())
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise ConfigError("config", str(path), "must be a YAML mapping of key: value")
+        loaded = read_yaml(path, "config")
         for key in loaded:
             if key not in FIELDS:
                 raise _unknown_key(key, str(path))

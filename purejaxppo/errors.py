@@ -17,12 +17,25 @@ class UsageError(Exception):
     """Something the user can fix (a value, a file, a size); the message says what."""
 
 
+class _NoValue:
+    """The value of a ConfigError about a field as such (an unknown or duplicate key), not about a value."""
+
+    def __repr__(self) -> str:
+        return "NO_VALUE"
+
+
+NO_VALUE: Any = _NoValue()
+
+
 class ConfigError(UsageError, ValueError):
-    """A configuration value that breaks a rule; the message names field, value and rule."""
+    """A configuration value that breaks a rule; the message names field, value and rule:
+    "field=value: rule", or "field: rule" when the value is `NO_VALUE` (the error is about
+    the field itself, e.g. an unknown key). The message is always one line."""
 
     def __init__(self, field: str, value: Any, rule: str):
         self.field, self.value, self.rule = field, value, rule
-        super().__init__(f"{field}={value!r}: {rule}")
+        shown = str(field) if value is NO_VALUE else f"{field}={value!r}"
+        super().__init__(" ".join(f"{shown}: {rule}".split("\n")))
 
 
 class ResourceError(ConfigError):

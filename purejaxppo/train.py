@@ -34,8 +34,9 @@ import optax
 from flax import struct
 
 from purejaxppo.agent import make_agent
-from purejaxppo.config import HParams, PPOConfig
-from purejaxppo.envs import make_env
+from purejaxppo.config import ACTION_KIND_FIELDS, HParams, PPOConfig, check_config, check_hparams
+from purejaxppo.errors import ConfigError
+from purejaxppo.envs import check_env_config, make_env
 from purejaxppo.evaluate import evaluate
 from purejaxppo.gae import gae
 from purejaxppo.losses import explained_variance, ppo_loss
@@ -106,11 +107,18 @@ class Learner:
     from inside `run`, on PROGRESS_POINTS evenly spaced updates of the run (at most once
     per update), also under vmap (then once per run); it must not touch JAX arrays.
     Each call costs the device a round trip to Python, so they are few.
+
+    The config is checked as `make_config` checks it (`config.check_config`), so a
+    hand-built `PPOConfig` that breaks a rule raises ConfigError naming the field here,
+    before anything is traced; "update_epochs <= max_epochs" is checked in `run`, against
+    the HParams it runs with.
     """
 
     def __init__(self, cfg: PPOConfig, progress=None):
+        cfg = check_config(cfg, env=False, update_epochs=False)  # the env is checked as it is built:
         self.cfg = cfg
         self.env = make_env(cfg)
+        check_env_config(cfg, ACTION_KIND_FIELDS, self.env)
         self.agent = make_agent(cfg, self.env)
         self.progress = progress
 
@@ -128,9 +136,13 @@ class Learner:
     def run(self, state: LearnerState, hparams: HParams | None = None, num_updates: int | None = None):
         """`num_updates` PPO updates from `state` -> (state, metrics [num_updates, ...]).
         `num_updates` is static (default: a whole run, cfg.num_updates); `hparams`
-        defaults to the config's."""
-        hp = HParams.from_config(self.cfg) if hparams is None else hparams
+        defaults to the config's. `hparams` are one run's (every field a scalar: vmap over
+        a run axis) and of their fields' kinds, else ConfigError naming the field; their
+        values are checked only where concrete (see `HParams.stack` for a checked sweep)."""
+        hp = check_hparams(HParams.from_config(self.cfg) if hparams is None else hparams, self.cfg)
         num_updates = self.cfg.num_updates if num_updates is None else num_updates
+        if isinstance(num_updates, bool) or not isinstance(num_updates, int) or num_updates < 0:
+            raise ConfigError("num_updates", num_updates, "must be a non-negative integer (it is static)")
         return jax.lax.scan(lambda s, _: self.ppo_update(s, hp), state, None, length=num_updates)
 
     def evaluate(self, state: LearnerState, num_episodes: int, deterministic: bool = True, key=None):
@@ -255,7 +267,14 @@ def make_train(cfg: PPOConfig, progress=None, eval_episodes: int = 0):
     """The pure `train(key, hparams=None) -> TrainResult` of a checked config:
     init, run every update, and (`eval_episodes` > 0) evaluate the final policy on that
     many fresh episodes, acting deterministically and stochastically, in one program.
-    `progress`: see `Learner`."""
+    `progress`: see `Learner`. `cfg` is checked as `make_config` checks it (a hand-built
+    `PPOConfig` that breaks a rule raises ConfigError naming the field); `hparams` as
+    `Learner.run` checks them. For several runs, vmap: `jax.vmap(train)(keys, hparams)`
+    with `hparams = HParams.stack(cfg, runs=len(keys), lr=[...])`, whose values are
+    checked; a traced value is not."""
+    cfg = check_config(cfg, env=False)  # Learner checks the environment as it builds it
+    if isinstance(eval_episodes, bool) or not isinstance(eval_episodes, int) or eval_episodes < 0:
+        raise ConfigError("eval_episodes", eval_episodes, "must be a non-negative integer")
     learner = Learner(cfg, progress)
 
     def train(key, hparams: HParams | None = None) -> TrainResult:

@@ -34,7 +34,7 @@ from purejaxppo import __version__, configs
 from purejaxppo.experiments import replay, report
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints, evaluate_folder, load
 from purejaxppo.config import ConfigError, load_config, make_config, parse_override, text_table
-from purejaxppo.errors import UsageError
+from purejaxppo.errors import NO_VALUE, UsageError
 from purejaxppo.experiments.live import LiveLog, check_wandb
 from purejaxppo.experiments.parallel import init_distributed_from_env, is_writer, use_all_cpu_cores
 from purejaxppo.experiments.stats import mean_se
@@ -174,7 +174,7 @@ def _asked(args, saved: dict | None = None):
     overrides = dict(parse_override(item) for item in args.set)
     source = _source(args.config if args.command == "train" else args.spec)
     if source is None and not saved:
-        raise ConfigError("config" if args.command == "train" else "spec", None,
+        raise ConfigError("config" if args.command == "train" else "spec", NO_VALUE,
                           f"give a {'YAML config' if args.command == 'train' else 'sweep YAML'} (or --resume DIR)")
     if args.command == "train":
         base = load_config(source, overrides) if source else make_config({**saved["config"], **overrides})

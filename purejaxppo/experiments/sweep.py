@@ -33,10 +33,10 @@ from typing import Any, Callable, Mapping
 
 import jax
 import numpy as np
-import yaml
 
-from purejaxppo.config import (FIELDS as _FIELDS, STATIC_FIELDS, ConfigError, HParams, PPOConfig, make_config,
-                               parse_override)
+from purejaxppo.config import (FIELDS as _FIELDS, HPARAM_FIELDS, STATIC_FIELDS, ConfigError, HParams, PPOConfig,
+                               make_config, parse_override, read_yaml, suggest)
+from purejaxppo.errors import NO_VALUE
 from purejaxppo.experiments.checkpoint import Checkpoints
 from purejaxppo.experiments.diagnosis import DIAGNOSIS_DEFAULTS
 from purejaxppo.experiments.runs import RunSet, Timings, execute
@@ -60,17 +60,41 @@ class SweepSpec:
 
 def _check_key(key: str, where: str) -> None:
     if key not in _FIELDS:
-        raise ConfigError(f"{where}.{key}", None, "not a config key, so it cannot be swept")
+        raise ConfigError(f"{where}.{key}", NO_VALUE, f"not a config key, so it cannot be swept; {suggest(key)}")
     if key not in SWEEPABLE:
-        raise ConfigError(f"{where}.{key}", None, "cannot be swept (one sweep is one environment)")
+        raise ConfigError(f"{where}.{key}", NO_VALUE, "cannot be swept (one sweep is one environment)")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
 def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None) -> SweepSpec:
-    """Check a `sweep:` section (and CLI/API additions) and return the spec."""
+    """Check a `sweep:` section (and CLI/API additions) and return the spec. A section
+    key of the wrong shape is a ConfigError naming `sweep.<key>`; `grid`/`seeds` given
+    here are named as such."""
+    if section is not None and not isinstance(section, Mapping):
+        raise ConfigError("sweep", section, "must be a mapping (grid:, seeds:, ...)")
     section = dict(section or {})
     for key in section:
         if key not in SWEEP_KEYS:
             raise ConfigError(f"sweep.{key}", section[key], f"unknown; sweep keys are {', '.join(SWEEP_KEYS)}")
+    for key in ("grid", "random", "diagnosis"):
+        if section.get(key) is not None and not isinstance(section[key], Mapping):
+            example = {"grid": "grid: {clip_eps: [0.1, 0.2]}", "random": "random: {trials: 4, lr: {loguniform: "
+                       "[1.0e-4, 1.0e-3]}}", "diagnosis": "diagnosis: {under_used_below: 0.02}"}[key]
+            raise ConfigError(f"sweep.{key}", section[key], f"must be a mapping, e.g. {example}")
+    if grid is not None and not isinstance(grid, Mapping):
+        raise ConfigError("grid", grid, "must be a mapping of key to a list of values")
+    for key in ("seeds", "random_seed", "eval_episodes"):
+        if key in section and not _is_int(section[key]):
+            raise ConfigError(f"sweep.{key}", section[key], "must be an integer")
+    if section.get("threshold") is not None and not _is_number(section["threshold"]):
+        raise ConfigError("sweep.threshold", section["threshold"], "must be a number")
     full_grid = dict(section.get("grid") or {})
     full_grid.update(grid or {})
     for key, values in full_grid.items():
@@ -78,15 +102,19 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
         if not isinstance(values, (list, tuple)) or not values:
             raise ConfigError(f"grid.{key}", values, "must be a non-empty list of values")
     n_seeds = section.get("seeds", 1) if seeds is None else seeds
-    if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or n_seeds < 1:
-        raise ConfigError("seeds", n_seeds, "must be an integer of at least 1")
+    if not _is_int(n_seeds) or n_seeds < 1:
+        raise ConfigError("seeds" if seeds is not None else "sweep.seeds", n_seeds, "must be an integer of at least 1")
+    n_seeds = int(n_seeds)
     random = dict(section.get("random") or {})
     trials = random.pop("trials", None)
     if random or trials is not None:
-        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        if trials is None:
+            raise ConfigError("random.trials", NO_VALUE, "is missing: give the number of random points "
+                              "(an integer of at least 1)")
+        if not _is_int(trials) or trials < 1:
             raise ConfigError("random.trials", trials, "must be an integer of at least 1")
         if not random:
-            raise ConfigError("random", None, "names no key to draw")
+            raise ConfigError("random", NO_VALUE, "names no key to draw")
         for key, dist in random.items():
             _check_key(key, "random")
             if key in full_grid:
@@ -99,7 +127,7 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
                     raise ConfigError(f"random.{key}", dist, "choice needs a non-empty list")
             else:
                 if (not isinstance(args, (list, tuple)) or len(args) != 2
-                        or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args)
+                        or not all(_is_number(a) and math.isfinite(a) for a in args)
                         or not args[0] < args[1] or (kind == "loguniform" and args[0] <= 0)):
                     raise ConfigError(f"random.{key}", dist,
                                       f"{kind} needs [low, high] with low < high" +
@@ -109,17 +137,19 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
     if not full_grid and (("grid" in section and not section["grid"]) or (grid is not None and not grid)):
         raise ConfigError("grid", {}, "is empty: give at least one key with a list of values")
     threshold = section.get("threshold")
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))):
-        raise ConfigError("threshold", threshold, "must be a number")
-    random_seed = section.get("random_seed", 0)
-    eval_episodes = section.get("eval_episodes", 64)
-    if isinstance(eval_episodes, bool) or not isinstance(eval_episodes, int) or eval_episodes < 0:
-        raise ConfigError("eval_episodes", eval_episodes, "must be a non-negative integer")
+    if threshold is not None and not math.isfinite(threshold):
+        raise ConfigError("sweep.threshold", threshold, "must be finite")
+    random_seed = int(section.get("random_seed", 0))
+    if random_seed < 0:
+        raise ConfigError("sweep.random_seed", random_seed, "must be non-negative")
+    eval_episodes = int(section.get("eval_episodes", 64))
+    if eval_episodes < 0:
+        raise ConfigError("sweep.eval_episodes", eval_episodes, "must be a non-negative integer")
     diagnosis = dict(section.get("diagnosis") or {})
     for key, value in diagnosis.items():
         if key not in DIAGNOSIS_DEFAULTS:
             raise ConfigError(f"diagnosis.{key}", value, f"unknown; known: {', '.join(DIAGNOSIS_DEFAULTS)}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        if not _is_number(value) or not math.isfinite(value) or value < 0:
             raise ConfigError(f"diagnosis.{key}", value, "must be a non-negative number")
     return SweepSpec(full_grid, n_seeds, random, random_seed, threshold, eval_episodes, diagnosis)
 
@@ -127,25 +157,30 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
 def load_sweep(path: str | Path, overrides: Mapping[str, Any] | None = None, *, grid=None,
                seeds=None) -> tuple[PPOConfig, SweepSpec]:
     """A sweep file -> (base config, spec); `grid` adds or replaces axes, `seeds` replaces
-    the file's. The base is checked like any config."""
+    the file's. The base is checked like any config, and so is every point's config
+    (`plan`), so a bad point is refused here, before anything is created or compiled."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError("sweep file", str(path), "file not found")
-    loaded = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(loaded, dict):
-        raise ConfigError("sweep file", str(path), "must be a YAML mapping")
+    loaded = read_yaml(path, "sweep file")
     section = loaded.pop("sweep", None)
     if section is None:
-        raise ConfigError("sweep", None, f"{path} has no sweep: section")
+        raise ConfigError("sweep", NO_VALUE, f"{path} has no sweep: section")
     values = {**loaded, **(overrides or {})}
     if not isinstance(section, Mapping):
         raise ConfigError("sweep", section, "must be a mapping (grid:, seeds:, ...)")
-    return make_config(values, where=str(path)), make_spec(section, grid=grid, seeds=seeds)
+    base, spec = make_config(values, where=str(path)), make_spec(section, grid=grid, seeds=seeds)
+    plan(base, spec)
+    return base, spec
 
 
 def parse_grid_option(text: str) -> tuple[str, list]:
     """`key=v1,v2,...` from the command line; each value read as YAML."""
+    if "=" not in text:
+        raise ConfigError("--grid", text, "must look like key=v1,v2,...")
     key, raw = parse_override(text)
+    if not key:
+        raise ConfigError("--grid", text, "names no key: it must look like key=v1,v2,...")
+    if raw is None:
+        raise ConfigError("--grid", text, "gives no values: it must look like key=v1,v2,...")
     if isinstance(raw, str):
         values = [parse_override(f"{key}={item}")[1] for item in raw.split(",")]
     elif isinstance(raw, list):
@@ -283,7 +318,8 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
         run_sets.append([
             RunSet(f"group{g}-epochs{epochs}", dataclasses.replace(group.config, max_epochs=epochs),
                    [run_index(i, s, spec.seeds) for i, s in members], np.stack([seed_keys[s] for _, s in members]),
-                   jax.tree.map(lambda *xs: np.stack(xs), *[HParams.from_config(configs[i]) for i, _ in members]),
+                   HParams.stack(dataclasses.replace(group.config, max_epochs=epochs),
+                                 **{name: [getattr(configs[i], name) for i, _ in members] for name in HPARAM_FIELDS}),
                    [configs[i] for i, _ in members])
             for epochs, members in buckets.items()])
 

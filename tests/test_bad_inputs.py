@@ -1,0 +1,359 @@
+"""Every bad input: one line, the field named, exit code 2, before anything compiles.
+
+One table. A command-line case writes its files to a fresh folder, runs there
+(`cli.main`), and must exit 2 with exactly one line on stderr that names the field, no
+traceback, and no run folder (neither `--out` nor `runs/`). A Python case must raise
+ConfigError whose `field` is the one named. A new config field joins the table: the last
+test fails until some case breaks it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import purejaxppo as ppo
+from purejaxppo import config
+from purejaxppo.config import ConfigError, HParams, PPOConfig
+from purejaxppo.experiments import cli
+
+BASE = "env: CartPole-v1\nnum_envs: 4\nnum_steps: 16\nnum_minibatches: 2\ntotal_timesteps: 640\n"
+SWEEP = BASE + "sweep:\n  grid: {clip_eps: [0.1, 0.2]}\n"
+
+
+@dataclasses.dataclass(frozen=True)
+class Cli:
+    """A command line run in a folder holding `files` (name -> text, or bytes as they are)."""
+
+    id: str
+    argv: list[str]
+    field: str                 # named in the line (and, for a Python case, ConfigError.field)
+    needle: str = ""           # also in the line
+    files: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Api:
+    """A Python call that must raise ConfigError with this field."""
+
+    id: str
+    call: Callable[[], Any]
+    field: str
+    needle: str = ""
+
+
+def train(text: str, *extra: str, needle: str = "", field: str = "config", id: str = "") -> Cli:
+    """`purejaxppo train c.yaml` on a config file holding `text`."""
+    return Cli(id, ["train", "c.yaml", *extra], field, needle, {"c.yaml": text})
+
+
+def sweep_file(text: str, field: str, needle: str = "", *extra: str, id: str = "") -> Cli:
+    return Cli(id, ["sweep", "s.yaml", *extra], field, needle, {"s.yaml": text})
+
+
+def setting(assignment: str, field: str, needle: str = "") -> Cli:
+    """`--set key=value` on the base config."""
+    return Cli(f"set {assignment}", ["train", "base.yaml", "--set", assignment], field, needle)
+
+
+def section(yaml_text: str, field: str, needle: str = "") -> Cli:
+    """A sweep file whose sweep: section is `yaml_text` (indented by the caller)."""
+    return sweep_file(BASE + "sweep:\n" + yaml_text, field, needle, id=f"sweep: {yaml_text.strip()}")
+
+
+def tiny(**values) -> PPOConfig:
+    return ppo.make_config({"num_envs": 4, "num_steps": 16, "num_minibatches": 2, "total_timesteps": 640, **values})
+
+
+def stacked(**values):
+    return lambda: HParams.stack(tiny(), **values)
+
+
+def run_with(hparams_of: Callable[[PPOConfig], Any], cfg_values: dict | None = None):
+    """Learner.run (eagerly, so values are concrete) with the hparams built from the config."""
+    def call():
+        cfg = tiny(**(cfg_values or {}))
+        return ppo.Learner(cfg).run(None, hparams_of(cfg))  # the check comes before the state is used
+    return call
+
+
+def traced_train(hparams_of: Callable[[PPOConfig], Any]):
+    """make_train's train traced (jax.eval_shape: nothing compiles) with these hparams."""
+    def call():
+        cfg = tiny()
+        return jax.eval_shape(ppo.make_train(cfg), jax.random.PRNGKey(0), hparams_of(cfg))
+    return call
+
+
+def hand_built(what: str = "make_train", **values):
+    def call():
+        cfg = PPOConfig(**values)
+        return ppo.make_train(cfg) if what == "make_train" else ppo.Learner(cfg)
+    return call
+
+
+CASES = [
+    # --- YAML itself -----------------------------------------------------------------
+    train("env: CartPole-v1\nlr: [1, 2\n", needle="not valid YAML: line 3", id="yaml syntax: unclosed ["),
+    train("env: CartPole-v1\n  lr: 0.1\n", needle="not valid YAML", id="yaml syntax: bad indentation"),
+    train("env: CartPole-v1\n---\nlr: 0.1\n", needle="not valid YAML", id="yaml: two documents"),
+    train("env: !!python/object:os.system x\n", needle="not valid YAML", id="yaml: python tag"),
+    train("1: 2\n", field="1", needle="a key must be a string", id="yaml: integer key"),
+    train("null: 3\n", field="null", needle="a key must be a string", id="yaml: null key"),
+    train("env_params: {[a]: 1}\n", field="a sequence", needle="a key must be a string", id="yaml: list key"),
+    train(b"env: CartPole-v1\nlr: \xff\n", needle="not UTF-8", id="yaml: not UTF-8"),  # type: ignore[arg-type]
+    Cli("config is a folder", ["train", "folder.yaml"], "config", "is a folder", {"folder.yaml/x": ""}),
+    Cli("config file missing", ["train", "missing.yaml"], "config", "file not found"),
+    train("lr: 0.1\nnum_envs: 4\nlr: 0.2\n", field="lr", needle="given twice (lines 1 and 3)",
+          id="yaml: duplicate key"),
+    train("env_params: {max_steps_in_episode: 10, max_steps_in_episode: 20}\n", field="max_steps_in_episode",
+          needle="given twice (line 1, columns 14 and 40)", id="yaml: duplicate nested key"),
+    train("- lr\n- 0.1\n", needle="must be a YAML mapping", id="yaml: a list, not a mapping"),
+    train("just text\n", needle="must be a YAML mapping", id="yaml: a string, not a mapping"),
+    # --- unknown keys: the key alone, matched on meaning ---------------------------------
+    train(BASE + "learning_rate: 0.001\n", field="learning_rate", needle="did you mean lr",
+          id="unknown key learning_rate"),
+    train(BASE + "num_env: 8\n", field="num_env", needle="did you mean num_envs", id="unknown key num_env"),
+    train(BASE + "seeds: 8\n", field="seeds", needle="--seeds", id="seeds in a config"),
+    train(BASE + "seed: 3\n", field="seed", needle="--seed", id="seed in a config"),
+    train(BASE + "grid: {lr: [0.1]}\n", field="grid", needle="sweep: section", id="grid in a config"),
+    setting("nonsense=1", "nonsense", "unknown key"),
+    setting("clip_epsilon=0.2", "clip_epsilon", "did you mean clip_eps"),
+    # --- every field's own rules (type and range) ------------------------------------------
+    setting("env=3", "env", "must be a string"),
+    setting("env=Pong", "env", "Pong-misc"),
+    setting("env=CartPole-v2", "env", "did you mean CartPole-v1"),
+    setting("env=atari/Pong", "env", "unknown environment family"),
+    setting("env=MNISTBandit-bsuite", "env", "downloads a data set"),
+    setting("env_params=[1]", "env_params", "must be a mapping"),
+    setting("num_envs=0", "num_envs", "at least 1"),
+    setting("num_envs=four", "num_envs", "must be an integer"),
+    setting("num_envs=4.5", "num_envs", "must be an integer"),
+    setting("num_steps=-5", "num_steps", "at least 1"),
+    setting("num_minibatches=3", "num_minibatches", "must divide the batch"),
+    setting("num_minibatches=0", "num_minibatches", "at least 1"),
+    setting("max_epochs=0", "max_epochs", "at least 1"),
+    setting("total_timesteps=10", "total_timesteps", "at least one batch"),
+    setting("total_timesteps=6.405e2", "total_timesteps", "must be an integer"),
+    Cli("more than 2**31 updates", ["train", "base.yaml", "--set", "num_envs=1", "--set", "num_steps=1",
+                                    "--set", "num_minibatches=1", "--set", "total_timesteps=1e13"],
+        "total_timesteps", "at most 2**31-1"),
+    setting("hidden_sizes=[64, 0]", "hidden_sizes", "positive integers"),
+    setting("hidden_sizes=[]", "hidden_sizes", "non-empty list"),
+    setting("activation=gelu", "activation", "one of tanh, relu"),
+    setting("log_std_init=-0.5", "log_std_init", "only applies to continuous"),
+    setting("normalize_obs=maybe", "normalize_obs", "true or false"),
+    setting("obs_clip=0", "obs_clip", "must be positive"),
+    setting("reward_scale=-1", "reward_scale", "must be positive"),
+    setting("normalize_reward=1", "normalize_reward", "true or false"),
+    setting("reward_clip=.nan", "reward_clip", "must be finite"),
+    setting("lr=-1e-3", "lr", "must be positive"),
+    setting("lr=fast", "lr", "must be a number"),
+    setting("anneal_lr=2", "anneal_lr", "true or false"),
+    setting("clip_eps=0", "clip_eps", "must be positive"),
+    setting("vf_clip_eps=-0.1", "vf_clip_eps", "or null: value loss not clipped"),
+    setting("ent_coef=-0.01", "ent_coef", "non-negative"),
+    setting("vf_coef=-1", "vf_coef", "non-negative"),
+    setting("gamma=2", "gamma", "in [0, 1]"),
+    setting("gamma=.nan", "gamma", "must be finite"),
+    setting("gae_lambda=-0.1", "gae_lambda", "in [0, 1]"),
+    setting("max_grad_norm=0", "max_grad_norm", "must be positive"),
+    setting("target_kl=0", "target_kl", "positive"),
+    setting("target_kl=.inf", "target_kl", "must be finite"),
+    setting("update_epochs=0", "update_epochs", "at least 1"),
+    setting("update_epochs=true", "update_epochs", "must be an integer"),
+    setting("update_epochs=1099511627776", "update_epochs", "32 bits"),
+    Cli("update_epochs above max_epochs", ["train", "base.yaml", "--set", "max_epochs=5", "--set",
+                                           "update_epochs=6"], "update_epochs", "must not exceed max_epochs"),
+    # --- the environment's parameters, checked against its own defaults --------------------------
+    train(BASE + "env_params: {max_steps_in_episode: abc}\n", field="env_params.max_steps_in_episode",
+          needle="must be an integer", id="env_params step count abc"),
+    train(BASE + "env_params: {max_steps_in_episode: -5}\n", field="env_params.max_steps_in_episode",
+          needle="at least 1", id="env_params step count -5"),
+    train(BASE + "env_params: {max_steps_in_episode: 2.7}\n", field="env_params.max_steps_in_episode",
+          needle="must be an integer", id="env_params step count 2.7"),
+    train(BASE + "env_params: {gravity: abc}\n", field="env_params.gravity", needle="must be a number",
+          id="env_params float abc"),
+    train(BASE + "env_params: {gravity: .inf}\n", field="env_params.gravity", needle="must be finite",
+          id="env_params float inf"),
+    train(BASE + "env_params: {gravity: [1, 2]}\n", field="env_params.gravity", needle="must be a number",
+          id="env_params float a list"),
+    train(BASE + "env_params: {max_steps: 3}\n", field="env_params.max_steps", needle="no such parameter",
+          id="env_params unknown"),
+    train(BASE.replace("CartPole-v1", "Asterix-MinAtar") + "env_params: {ramping: 3}\n",
+          field="env_params.ramping", needle="true or false", id="env_params bool"),
+    train(BASE.replace("CartPole-v1", "Acrobot-v1") + "env_params: {available_torque: [1.0, 2.0]}\n",
+          field="env_params.available_torque", needle="shape (3,)", id="env_params array shape"),
+    # --- command-line options --------------------------------------------------------------
+    Cli("--seeds 0", ["train", "base.yaml", "--seeds", "0"], "--seeds", "--seeds=0"),
+    Cli("--max-parallel 0", ["train", "base.yaml", "--max-parallel", "0"], "--max-parallel"),
+    Cli("--set without =", ["train", "base.yaml", "--set", "lr"], "--set", "key=value"),
+    Cli("--grid without =", ["sweep", "sweep.yaml", "--grid", "clip_eps"], "--grid", "key=v1,v2"),
+    Cli("--grid without values", ["sweep", "sweep.yaml", "--grid", "clip_eps="], "--grid", "no values"),
+    Cli("--grid unknown key", ["sweep", "sweep.yaml", "--grid", "learning_rate=0.1,0.2"], "grid.learning_rate",
+        "did you mean lr"),
+    Cli("--grid bad value", ["sweep", "sweep.yaml", "--grid", "clip_eps=0.1,wide"], "clip_eps",
+        "must be a number"),
+    # --- sweep files -------------------------------------------------------------------------
+    sweep_file(BASE, "sweep", "no sweep: section", id="sweep file without a sweep: section"),
+    sweep_file(BASE + "sweep: 5\n", "sweep", "must be a mapping", id="sweep: 5"),
+    sweep_file(BASE + "sweep: {grid: {lr: [0.1]}}\nsweep: {seeds: 2}\n", "sweep", "given twice",
+               id="sweep: twice"),
+    sweep_file("sweep: {grid: {lr: [0.1]\n", "sweep file", "not valid YAML", id="sweep file: yaml syntax"),
+    sweep_file(BASE + "learning_rate: 0.1\nsweep: {grid: {clip_eps: [0.1]}}\n", "learning_rate",
+               "did you mean lr", id="sweep file: unknown config key"),
+    section("  grid: [0.1, 0.2]\n", "sweep.grid", "must be a mapping"),
+    section("  grid: clip_eps\n", "sweep.grid", "must be a mapping"),
+    section("  grid: {}\n", "grid", "is empty"),
+    section("  grid: {clip_eps: 0.1}\n", "grid.clip_eps", "non-empty list"),
+    section("  grid: {clip_eps: []}\n", "grid.clip_eps", "non-empty list"),
+    section("  grid: {env: [Acrobot-v1]}\n", "grid.env", "one sweep is one environment"),
+    section("  grid: {learning_rate: [0.1]}\n", "grid.learning_rate", "did you mean lr"),
+    section("  grid: {num_minibatches: [2, 3]}\n", "num_minibatches", "in sweep point"),
+    section("  grid: {env_params: [{max_steps_in_episode: -5}]}\n", "env_params.max_steps_in_episode",
+            "at least 1"),
+    section("  random: 5\n", "sweep.random", "must be a mapping"),
+    section("  random: {lr: {loguniform: [0.0001, 0.001]}}\n", "random.trials", "at least 1"),
+    section("  random: {trials: 2, lr: {loguniform: [0, 1]}}\n", "random.lr", "low > 0"),
+    section("  random: {trials: 2, lr: {normal: [0, 1]}}\n", "random.lr", "uniform, loguniform, choice"),
+    section("  random: {trials: 2}\n", "random", "names no key"),
+    section("  diagnosis: 5\n", "sweep.diagnosis", "must be a mapping"),
+    section("  diagnosis: {under_used: 0.1}\n", "diagnosis.under_used", "unknown"),
+    section("  diagnosis: {under_used_below: -1}\n", "diagnosis.under_used_below", "non-negative"),
+    section("  random_seed: abc\n", "sweep.random_seed", "must be an integer"),
+    section("  seeds: abc\n", "sweep.seeds", "must be an integer"),
+    section("  seeds: 0\n", "sweep.seeds", "at least 1"),
+    section("  threshold: abc\n", "sweep.threshold", "must be a number"),
+    section("  eval_episodes: -1\n", "sweep.eval_episodes", "non-negative"),
+    section("  gird: {lr: [0.1]}\n", "sweep.gird", "sweep keys are"),
+    # --- Python API doors ------------------------------------------------------------------------
+    Api("make_config: not a mapping", lambda: ppo.make_config([("lr", 0.1)]), "config"),
+    Api("make_config: non-string key", lambda: ppo.make_config({1: 2}), "1", "unknown key"),
+    Api("make_config: alias n_envs", lambda: ppo.make_config({"n_envs": 8}), "n_envs", "did you mean num_envs"),
+    Api("make_train: PPOConfig(total_timesteps=100)", hand_built(total_timesteps=100), "total_timesteps"),
+    Api("Learner: PPOConfig(num_minibatches=3)", hand_built("Learner", num_minibatches=3), "num_minibatches"),
+    Api("make_train: PPOConfig(lr=-1)", hand_built(lr=-1.0), "lr"),
+    Api("make_train: update_epochs above max_epochs", hand_built(update_epochs=6, max_epochs=5), "update_epochs"),
+    Api("Learner: PPOConfig(env=...)", hand_built("Learner", env="Nope-v0"), "env"),
+    Api("Learner: log_std_init on discrete", hand_built("Learner", log_std_init=-0.5), "log_std_init"),
+    Api("Learner: env_params", hand_built("Learner", env_params={"max_steps_in_episode": -5}),
+        "env_params.max_steps_in_episode"),
+    Api("make_train: not a PPOConfig", lambda: ppo.make_train({"lr": 0.1}), "config"),
+    Api("make_train: eval_episodes", lambda: ppo.make_train(tiny(), eval_episodes=-1), "eval_episodes"),
+    Api("HParams.stack: negative lr", stacked(lr=[1e-3, -1e-3]), "lr", "(run 1)"),
+    Api("HParams.stack: NaN gamma", stacked(gamma=[float("nan")]), "gamma", "must be finite"),
+    Api("HParams.stack: update_epochs above the scan", stacked(update_epochs=[4, 5]), "update_epochs",
+        "epochs_scan=4"),
+    Api("HParams.stack: run axis disagrees with runs", stacked(runs=3, lr=[1e-3, 2e-3]), "lr", "runs is 3"),
+    Api("HParams.stack: run axes disagree", stacked(lr=[1e-3], clip_eps=[0.1, 0.2]), "clip_eps", "lr has 1"),
+    Api("HParams.stack: a static field", stacked(num_envs=[4, 8]), "num_envs", "static structure"),
+    Api("HParams.stack: unknown field", stacked(learning_rate=[1e-3]), "learning_rate", "did you mean lr"),
+    Api("HParams.stack: not a list", stacked(lr=1e-3), "lr", "one per run"),
+    Api("Learner.run: NaN gamma", run_with(lambda c: HParams.from_config(c).replace(gamma=jnp.float32(jnp.nan))),
+        "gamma", "must be finite"),
+    Api("Learner.run: negative lr", run_with(lambda c: HParams.from_config(c).replace(lr=jnp.float32(-1.0))),
+        "lr", "must be positive"),
+    Api("Learner.run: update_epochs above the scan",
+        run_with(lambda c: HParams.from_config(c).replace(update_epochs=jnp.int32(9))), "update_epochs"),
+    Api("Learner.run: update_epochs of the config above max_epochs",
+        lambda: ppo.Learner(dataclasses.replace(tiny(max_epochs=4), update_epochs=6)).run(None),
+        "update_epochs"),
+    Api("Learner.run: not HParams", run_with(lambda c: {"lr": 0.1}), "hparams"),
+    Api("Learner.run: num_updates", lambda: ppo.Learner(tiny()).run(None, None, -1), "num_updates"),
+    Api("train: stacked HParams without vmap",
+        traced_train(lambda c: HParams.stack(c, lr=[1e-3, 2e-3])), "lr", "vmap over the run axis"),
+    Api("train: a wrong dtype", traced_train(lambda c: HParams.from_config(c).replace(update_epochs=jnp.float32(2))),
+        "update_epochs", "must be an integer array"),
+]
+
+
+def _case_id(case) -> str:
+    return case.id
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if isinstance(c, Cli)], ids=_case_id)
+def test_cli_refuses_in_one_line(case: Cli, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    Path("base.yaml").write_text(BASE)
+    Path("sweep.yaml").write_text(SWEEP)
+    for name, content in case.files.items():
+        Path(name).parent.mkdir(parents=True, exist_ok=True)
+        (Path(name).write_bytes if isinstance(content, bytes) else Path(name).write_text)(content)
+    capsys.readouterr()
+    code = cli.main([*case.argv, "--out", "out"])
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert "Traceback" not in err + out
+    lines = err.splitlines()
+    assert len(lines) == 1 and err.endswith("\n"), err
+    line = lines[0]
+    assert line.startswith("purejaxppo: error: "), line
+    assert case.field in line and case.needle in line, line
+    assert f"{case.field}=None" not in line and "NO_VALUE" not in line, line
+    assert not Path("out").exists() and not Path("runs").exists(), "a run folder was created"
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if isinstance(c, Api)], ids=_case_id)
+def test_python_api_refuses_naming_the_field(case: Api):
+    with pytest.raises(ConfigError) as info:
+        case.call()
+    error = info.value
+    assert error.field == case.field, str(error)
+    assert case.needle in str(error) and "\n" not in str(error), str(error)
+    assert f"{case.field}=None" not in str(error) and "NO_VALUE" not in str(error)
+
+
+# Fields no case can break (none today; say why beside each one added here).
+UNBREAKABLE: dict[str, str] = {}
+
+
+def test_every_field_joins_the_matrix():
+    """Every config field is broken by at least one case: a new field must join the table."""
+    named = {case.field.split(".")[0] for case in CASES}
+    missing = [name for name in config.FIELDS if name not in named and name not in UNBREAKABLE]
+    assert not missing, f"add a case to CASES that breaks each of {missing} (or list it in UNBREAKABLE, with why)"
+    ruled = {name for name, f in config.FIELDS.items() if f.rules}
+    assert ruled <= named, ruled - named
+
+
+def test_numpy_scalars_are_the_numbers_they_are():
+    cfg = ppo.make_config({"num_envs": np.int64(8), "lr": np.float32(1e-3), "anneal_lr": np.bool_(False),
+                           "hidden_sizes": [np.int64(32), np.int32(16)], "gamma": np.float64(0.9),
+                           "env_params": {"max_steps_in_episode": np.int64(100), "gravity": np.float32(9.0)}})
+    assert cfg.num_envs == 8 and type(cfg.num_envs) is int
+    assert cfg.lr == pytest.approx(1e-3) and type(cfg.lr) is float
+    assert cfg.anneal_lr is False and cfg.hidden_sizes == (32, 16) and type(cfg.gamma) is float
+    assert ppo.make_env(cfg).env.env._params.max_steps_in_episode == 100
+
+
+def test_checked_hparams_equal_the_configs_and_run_vmapped():
+    cfg = tiny(max_epochs=3, update_epochs=2)
+    hp = HParams.stack(cfg, runs=3, lr=[1e-4, 3e-4, 1e-3], update_epochs=[1, 2, 3])
+    assert hp.lr.shape == (3,) and hp.lr.dtype == np.float32 and hp.update_epochs.dtype == np.int32
+    assert hp.clip_eps.tolist() == pytest.approx([0.2] * 3)
+    one = HParams.stack(cfg, runs=1)
+    single = HParams.from_config(cfg)
+    for name in config.HPARAM_FIELDS:
+        assert np.asarray(getattr(one, name))[0] == np.asarray(getattr(single, name)), name
+    assert np.isinf(HParams.stack(tiny(target_kl=None), runs=2).target_kl).all()
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    shapes = jax.eval_shape(jax.vmap(ppo.make_train(cfg)), keys, hp)  # traces: shapes agree, nothing compiles
+    assert shapes.metrics["episode_return"].shape == (3, cfg.num_updates)
+
+
+def test_a_checked_hand_built_config_is_the_made_one():
+    made = tiny(hidden_sizes=[32])
+    by_hand = PPOConfig(**{**made.to_dict(), "hidden_sizes": [32], "num_envs": np.int64(4)})
+    assert ppo.Learner(by_hand).cfg == made
+
+
+def test_mnist_bandit_is_excluded_on_purpose():
+    with pytest.raises(ConfigError, match="downloads a data set") as info:
+        ppo.make_config({"env": "MNISTBandit-bsuite"})
+    assert "unknown" not in str(info.value)
