@@ -175,6 +175,7 @@ class PPOConfig:
 
     @property
     def epochs_scan(self) -> int:
+        """The epochs the program scans: max_epochs, or update_epochs when it is null."""
         return self.update_epochs if self.max_epochs is None else self.max_epochs
 
     @property

@@ -222,10 +222,14 @@ def expand(spec: SweepSpec) -> list[dict]:
 
 @dataclasses.dataclass
 class Group:
-    """Runs sharing one compiled program."""
+    """Runs sharing one compiled program. Under vmap a masked epoch is computed and then
+    discarded, so its points are bucketed by the epochs they scan (`epochs_scan`: their
+    update_epochs, or max_epochs when the config sets it), each bucket scanning only its
+    own, all in the one program."""
 
-    config: PPOConfig
+    config: PPOConfig                  # the group's static config; max_epochs: its longest bucket
     point_indices: list[int]
+    buckets: dict[int, list[int]] = dataclasses.field(default_factory=dict)  # epochs scanned -> points
 
 
 def plan(base: PPOConfig, spec: SweepSpec) -> tuple[list[dict], list[PPOConfig], list[Group]]:
@@ -242,13 +246,11 @@ def plan(base: PPOConfig, spec: SweepSpec) -> tuple[list[dict], list[PPOConfig],
     for i, cfg in enumerate(configs):
         key = tuple((f, repr(getattr(cfg, f))) for f in STATIC_FIELDS if f != "max_epochs")
         groups.setdefault(key, Group(cfg, [])).point_indices.append(i)
-    out = []
     for group in groups.values():
-        epochs = max(configs[i].epochs_scan for i in group.point_indices)
-        if base.max_epochs is None:
-            group.config = dataclasses.replace(group.config, max_epochs=epochs)
-        out.append(group)
-    return points, configs, out
+        for i in group.point_indices:
+            group.buckets.setdefault(configs[i].epochs_scan, []).append(i)
+        group.config = dataclasses.replace(group.config, max_epochs=max(group.buckets))
+    return points, configs, list(groups.values())
 
 
 def run_index(point: int, seed: int, seeds: int) -> int:
@@ -309,12 +311,8 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
     seed_keys = [np.asarray(jax.random.PRNGKey(first_seed + s)) for s in range(spec.seeds)]
     run_sets = []
     for g, group in enumerate(groups):
-        # Under vmap a masked epoch is computed and then discarded, so runs are bucketed by
-        # update_epochs, each bucket scanning only its own epochs, all in one program.
-        buckets: dict[int, list] = {}
-        for i in group.point_indices:
-            epochs = configs[i].update_epochs if cfg.max_epochs is None else group.config.max_epochs
-            buckets.setdefault(epochs, []).extend((i, s) for s in range(spec.seeds))
+        buckets = {epochs: [(i, s) for i in points_in for s in range(spec.seeds)]
+                   for epochs, points_in in group.buckets.items()}
         run_sets.append([
             RunSet(f"group{g}-epochs{epochs}", dataclasses.replace(group.config, max_epochs=epochs),
                    [run_index(i, s, spec.seeds) for i, s in members], np.stack([seed_keys[s] for _, s in members]),
