@@ -14,9 +14,14 @@ Keys are raw `jax.random.PRNGKey` arrays.
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from typing import Any, Protocol
 
 import jax.numpy as jnp
+import numpy as np
+
+from purejaxppo.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,3 +51,76 @@ class Env(Protocol):
     def reset(self, key): ...
 
     def step(self, key, state, action): ...
+
+
+# --------------------------------------------------------------------------------------
+# Checking an environment parameter against its default (every adapter)
+# --------------------------------------------------------------------------------------
+def _is_step_count(key: str) -> bool:
+    return key in ("max_steps_in_episode", "t_max", "n_frames") or key.endswith(("_length", "_interval"))
+
+
+def _scalar(value):
+    """numpy scalars and 0-d arrays as Python values; YAML's "1e-3" (a string) as a number."""
+    if isinstance(value, (np.generic, np.ndarray)) and np.ndim(value) == 0:
+        value = value.item()
+    elif hasattr(value, "shape") and getattr(value, "shape") == () and hasattr(value, "item"):
+        try:
+            value = value.item()
+        except Exception:  # a traced value: left as it is, refused below
+            pass
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def param_value(name: str, key: str, default, value):
+    """`value` for parameter `key` checked against the type and range of its default
+    (`name`'s own default parameters) -> the value in the default's type."""
+    field = f"env_params.{key}"
+    shown = f"{name}'s default is {default!r}" if np.ndim(default) == 0 else f"{name}'s default has shape " \
+        f"{tuple(np.shape(default))}"
+    if isinstance(default, (bool, np.bool_)):
+        value = _scalar(value)
+        if not isinstance(value, (bool, np.bool_)):
+            raise ConfigError(field, value, f"must be true or false ({shown})")
+        return bool(value)
+    if np.ndim(default) == 0 and isinstance(default, numbers.Real):
+        number = _scalar(value)
+        if isinstance(number, bool) or not isinstance(number, numbers.Real):
+            kind = "an integer" if isinstance(default, numbers.Integral) or _is_step_count(key) else "a number"
+            raise ConfigError(field, value, f"must be {kind} ({shown})")
+        if not math.isfinite(number):
+            raise ConfigError(field, value, f"must be finite ({shown})")
+        if isinstance(default, numbers.Integral) or _is_step_count(key):
+            if not float(number).is_integer():
+                raise ConfigError(field, value, f"must be an integer ({shown})")
+            number = int(number)
+            if not -2**31 <= number < 2**31:
+                raise ConfigError(field, value, f"must fit in 32 bits ({shown})")
+            if _is_step_count(key) and number < 1:
+                raise ConfigError(field, value, f"must be at least 1: it counts steps ({shown})")
+        return type(default)(number) if isinstance(default, (int, float)) else number
+    if isinstance(default, (tuple, list)) and all(isinstance(v, numbers.Real) for v in default):
+        as_array = np.asarray(default, np.float32 if np.asarray(default).dtype.kind == "f" else np.int32)
+        array = param_value(name, key, as_array, value)  # a tuple of numbers: as an array of its shape
+        return tuple(array.tolist())
+    if hasattr(default, "shape"):  # an array parameter: an array of the same shape and kind
+        try:
+            array = np.asarray(value)
+        except Exception:
+            array = np.asarray(None)
+        kind = np.dtype(default.dtype).kind
+        numeric = array.dtype.kind in "biuf" and not (array.dtype.kind == "b" and kind != "b")
+        if not numeric or array.shape != tuple(default.shape):
+            raise ConfigError(field, value, f"must be an array of shape {tuple(default.shape)} of "
+                              f"{'integers' if kind in 'iu' else 'numbers'} ({shown})")
+        if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
+            raise ConfigError(field, value, f"must be finite ({shown})")
+        if kind in "iu" and array.dtype.kind == "f" and not np.all(array == np.round(array)):
+            raise ConfigError(field, value, f"must hold integers ({shown})")
+        return jnp.asarray(array, default.dtype)
+    return value

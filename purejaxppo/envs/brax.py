@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from purejaxppo.envs.base import ActionSpace
+from purejaxppo.envs.base import ActionSpace, param_value
 from purejaxppo.errors import ConfigError
 
 BACKENDS = ("generalized", "positional", "spring", "mjx")
@@ -74,14 +74,17 @@ def _check_settings(name, settings):
             raise ConfigError(f"env_params.{key}", value, "must be an integer, at least 1")
 
 
-def _constructor_arguments(cls) -> set[str]:
-    """The named arguments of an environment class's constructors (its own and its bases')."""
+def _constructor_arguments(cls) -> dict[str, object]:
+    """The named arguments of an environment class's constructors (its own and its bases')
+    with their defaults (None where there is none)."""
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    names = set()
-    for klass in cls.__mro__:
+    arguments = {}
+    for klass in reversed(cls.__mro__):  # the class's own defaults win over its bases'
         if "__init__" in vars(klass) and klass is not object:
-            names |= {n for n, p in inspect.signature(klass.__init__).parameters.items() if p.kind in kinds}
-    return names - {"self", "sys", "backend"}
+            for n, p in inspect.signature(klass.__init__).parameters.items():
+                if p.kind in kinds and n not in ("self", "sys", "backend"):
+                    arguments[n] = None if p.default is inspect.Parameter.empty else p.default
+    return arguments
 
 
 @struct.dataclass
@@ -110,6 +113,8 @@ class BraxEnv:
                 raise ConfigError(f"env_params.{key}", params[key],
                                   f"brax/{name} has no such parameter; it has "
                                   f"{', '.join(list(SETTINGS) + sorted(accepted))}")
+            if accepted[key] is not None:  # typed and ranged by its default
+                params[key] = param_value(f"brax/{name}", key, accepted[key], params[key])
         with _quiet_mujoco():
             self._env = envs.get_environment(name, backend=settings["backend"], **params)
         self.name = name

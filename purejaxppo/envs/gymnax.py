@@ -5,12 +5,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import numbers
 
 import jax.numpy as jnp
-import numpy as np
 
-from purejaxppo.envs.base import ActionSpace
+from purejaxppo.envs.base import ActionSpace, param_value
 from purejaxppo.errors import ConfigError
 
 # Registered in gymnax but left out on purpose, with the reason.
@@ -35,72 +33,6 @@ def _make(name: str):
     return gymnax.make(name)
 
 
-def _is_step_count(key: str) -> bool:
-    return key in ("max_steps_in_episode", "t_max") or key.endswith(("_length", "_interval"))
-
-
-def _scalar(value):
-    """numpy scalars and 0-d arrays as Python values; YAML's "1e-3" (a string) as a number."""
-    if isinstance(value, (np.generic, np.ndarray)) and np.ndim(value) == 0:
-        value = value.item()
-    elif hasattr(value, "shape") and getattr(value, "shape") == () and hasattr(value, "item"):
-        try:
-            value = value.item()
-        except Exception:  # a traced value: left as it is, refused below
-            pass
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
-
-
-def _param_value(name: str, key: str, default, value):
-    """`value` for parameter `key` checked against the type and range of its default
-    (`name`'s own default parameters) -> the value in the default's type."""
-    field = f"env_params.{key}"
-    shown = f"{name}'s default is {default!r}" if np.ndim(default) == 0 else f"{name}'s default has shape " \
-        f"{tuple(np.shape(default))}"
-    if isinstance(default, (bool, np.bool_)):
-        value = _scalar(value)
-        if not isinstance(value, (bool, np.bool_)):
-            raise ConfigError(field, value, f"must be true or false ({shown})")
-        return bool(value)
-    if np.ndim(default) == 0 and isinstance(default, numbers.Real):
-        number = _scalar(value)
-        if isinstance(number, bool) or not isinstance(number, numbers.Real):
-            kind = "an integer" if isinstance(default, numbers.Integral) or _is_step_count(key) else "a number"
-            raise ConfigError(field, value, f"must be {kind} ({shown})")
-        if not math.isfinite(number):
-            raise ConfigError(field, value, f"must be finite ({shown})")
-        if isinstance(default, numbers.Integral) or _is_step_count(key):
-            if not float(number).is_integer():
-                raise ConfigError(field, value, f"must be an integer ({shown})")
-            number = int(number)
-            if not -2**31 <= number < 2**31:
-                raise ConfigError(field, value, f"must fit in 32 bits ({shown})")
-            if _is_step_count(key) and number < 1:
-                raise ConfigError(field, value, f"must be at least 1: it counts steps ({shown})")
-        return type(default)(number) if isinstance(default, (int, float)) else number
-    if hasattr(default, "shape"):  # an array parameter: an array of the same shape and kind
-        try:
-            array = np.asarray(value)
-        except Exception:
-            array = np.asarray(None)
-        kind = np.dtype(default.dtype).kind
-        numeric = array.dtype.kind in "biuf" and not (array.dtype.kind == "b" and kind != "b")
-        if not numeric or array.shape != tuple(default.shape):
-            raise ConfigError(field, value, f"must be an array of shape {tuple(default.shape)} of "
-                              f"{'integers' if kind in 'iu' else 'numbers'} ({shown})")
-        if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
-            raise ConfigError(field, value, f"must be finite ({shown})")
-        if kind in "iu" and array.dtype.kind == "f" and not np.all(array == np.round(array)):
-            raise ConfigError(field, value, f"must hold integers ({shown})")
-        return jnp.asarray(array, default.dtype)
-    return value
-
-
 def _with_params(name, default_params, overrides):
     fields = {f.name for f in dataclasses.fields(default_params)}
     values = {}
@@ -110,7 +42,7 @@ def _with_params(name, default_params, overrides):
             hint = f"did you mean {', '.join(close)}? " if close else ""
             raise ConfigError(f"env_params.{key}", overrides[key],
                               f"{name} has no such parameter; {hint}it has {', '.join(sorted(fields))}")
-        values[key] = _param_value(name, key, getattr(default_params, key), overrides[key])
+        values[key] = param_value(name, key, getattr(default_params, key), overrides[key])
     return default_params.replace(**values)
 
 
