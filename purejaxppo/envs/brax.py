@@ -11,9 +11,12 @@ ceil(episode_length / action_repeat) agent steps), `action_repeat` (each action 
 applied that many physics steps; rewards are summed until the episode ends). Any other
 key is passed to the Brax environment's constructor (e.g. `ctrl_cost_weight`).
 
-Resets: a Brax reset runs the physics pipeline's initialisation, about as costly as a
-step, so the training rollout computes one fresh reset per env slot per rollout (not one
-per env per step, as for gymnax): `reset_strategy = "per_rollout"`.
+Resets: a Brax reset runs the physics pipeline's initialisation. Drawn for every env at
+every step (gymnax's strategy) resets would add 20% to a rollout of inverted_pendulum
+(spring, 32 envs x 64 steps) and 5% to one of ant (positional, 64 x 80) on a 2-core CPU;
+so the training rollout draws one fresh reset per env slot per rollout
+(`reset_strategy = "per_rollout"`: 1.7% and 0.1%; benchmarks/brax_side_by_side.py). An
+env that ends twice within one rollout restarts from the same fresh state both times.
 """
 
 from __future__ import annotations
