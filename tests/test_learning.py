@@ -32,13 +32,13 @@ def test_pendulum_reaches_minus_250_over_8_seeds_with_the_reference_config():
 
 @pytest.mark.learning
 def test_brax_inverted_pendulum_learns_on_a_cpu_budget():
-    """The shipped CPU config (600k steps, spring backend) balances the pole: greedy evaluation
-    974 ± 18 of 1000 over 2 seeds when tuned. Thresholded at a mean of 900: the same config
-    without observation and reward normalisation reached 693 ± 299 (seeds at 394 and 992),
-    the untrained policy and a learner ascending the wrong way stay near 10-30 (the pole
-    falls within a few dozen steps)."""
+    """The shipped CPU config (1M steps, spring backend) balances the pole: greedy evaluation
+    950 ± 37 of 1000 over 4 seeds when tuned. Thresholded at a mean of 800 over 4 seeds: an
+    untrained policy, or a learner ascending the wrong way, lets the pole fall within a few
+    dozen steps (returns of 10-30); the same settings without observation and reward
+    normalisation reached a mean of 693 over 2 seeds (394 and 992) at 600k steps."""
     cfg = ppo.load_config("configs/brax/inverted_pendulum.yaml")
-    out = jax.jit(jax.vmap(ppo.make_train(cfg, eval_episodes=16)))(jax.random.split(jax.random.PRNGKey(0), 2))
+    out = jax.jit(jax.vmap(ppo.make_train(cfg, eval_episodes=16)))(jax.random.split(jax.random.PRNGKey(0), 4))
     greedy = np.asarray(out.evaluation["deterministic"]).mean(axis=1)
     print("greedy evaluation per seed:", greedy)
-    assert greedy.mean() >= 900, greedy
+    assert greedy.mean() >= 800, greedy
