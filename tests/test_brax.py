@@ -139,3 +139,23 @@ def test_a_replay_shows_one_whole_episode(tmp_path):
     with pytest.raises(ConfigError, match="replays are drawn for Brax"):
         replay.render(ppo.make_config({}), ppo.Learner(ppo.make_config({})).init(jax.random.PRNGKey(0)),
                       jax.random.PRNGKey(1))
+
+
+@pytest.mark.slow
+def test_eval_renders_a_replay_of_a_trained_run(tmp_path, capsys):
+    import json
+
+    from purejaxppo.experiments.cli import main
+
+    out, replay_file = tmp_path / "run", tmp_path / "replay.html"
+    assert main(["train", "brax/inverted_pendulum", "--set", "num_envs=4", "--set", "num_steps=8",
+                 "--set", "total_timesteps=64", "--set", "env_params={backend: spring, episode_length: 20}",
+                 "--eval-episodes", "2", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(out), "--episodes", "2", "--render", str(replay_file), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert "brax-viewer" in replay_file.read_text() and 1 <= printed["replay"]["steps"] <= 20
+    assert printed["replay"]["return"] == printed["replay"]["steps"]  # 1 per step the pole stays up
+    # a replay never replaces a file
+    assert main(["eval", str(out), "--render", str(replay_file)]) == 2
+    assert "--render" in capsys.readouterr().err
