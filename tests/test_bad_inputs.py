@@ -253,6 +253,7 @@ CASES = [
     Api("make_config: non-string key", lambda: ppo.make_config({1: 2}), "1", "unknown key"),
     Api("make_config: alias n_envs", lambda: ppo.make_config({"n_envs": 8}), "n_envs", "did you mean num_envs"),
     Api("make_train: PPOConfig(total_timesteps=100)", hand_built(total_timesteps=100), "total_timesteps"),
+    Api("sweep: first_seed 2**32", lambda: ppo.sweep(tiny(), seeds=1, first_seed=2**32), "first_seed", "2**32"),
     Api("Learner: PPOConfig(num_minibatches=3)", hand_built("Learner", num_minibatches=3), "num_minibatches"),
     Api("make_train: PPOConfig(lr=-1)", hand_built(lr=-1.0), "lr"),
     Api("make_train: update_epochs above max_epochs", hand_built(update_epochs=6, max_epochs=5), "update_epochs"),

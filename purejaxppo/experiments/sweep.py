@@ -303,6 +303,10 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
     for name, value in (("max_parallel", max_parallel), ("checkpoint_every", checkpoint_every)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ConfigError(name, value, "must be an integer of at least 1")
+    if isinstance(first_seed, bool) or not isinstance(first_seed, int) or not 0 <= first_seed <= 2**32 - spec.seeds:
+        # a key keeps 32 bits of its seed: 2**32 would silently be seed 0 again
+        raise ConfigError("first_seed", first_seed, f"must be an integer in [0, 2**32 - seeds] = "
+                          f"[0, {2**32 - spec.seeds}]")
     points, configs, groups = plan(cfg, spec)
     if on_plan is not None:
         on_plan(points, groups)
