@@ -118,6 +118,10 @@ FIELDS: Mapping[str, Field] = _table(
     Field("activation", "str", "tanh", "the MLPs' activation", rules=(one_of(*ACTIVATIONS),)),
     Field("log_std_init", "float", None, "continuous actions only: initial state-independent log-std",
           null="0.0", action_kind="continuous"),
+    Field("action_squash", "str", None,
+          "continuous actions only: a Gaussian sample becomes the env's action by clip (to the action range, "
+          "for the step only) or tanh (squashed into it, with the log-determinant in the log-probability: "
+          "Brax's trainer's policy)", null="clip", rules=(one_of("clip", "tanh"),), action_kind="continuous"),
     Field("normalize_obs", "bool", False,
           "normalise observations by their running mean and variance (kept in the learner state, "
           "merged after each update from its rollout, saved with checkpoints)"),

@@ -52,3 +52,41 @@ class DiagGaussian:
 
     def mode(self):
         return self.mean
+
+
+@struct.dataclass
+class TanhGaussian:
+    """A diagonal Gaussian over u, squashed into the box [low, high] for the environment:
+    a = low + (tanh(u) + 1) / 2 * (high - low).
+
+    The learner stores u (`sample`, `mode`) and its log-probability under the squashed
+    density: log p(a) = log N(u) - sum log |da/du|, with da/du = (high - low) / 2 * (1 -
+    tanh(u)^2), computed stably as log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)). In
+    a probability ratio of two policies at the same u the log-determinant cancels exactly.
+    The entropy of the squashed law has no closed form: `entropy` is the Gaussian's plus
+    the log-determinant at the mean, a deterministic estimate that, like the exact value,
+    falls as the mean saturates the squash.
+    """
+
+    base: DiagGaussian
+    low: jnp.ndarray
+    high: jnp.ndarray
+
+    def _log_det(self, u):
+        half_range = (self.high - self.low) / 2.0
+        return jnp.sum(jnp.log(half_range) + 2.0 * (math.log(2.0) - u - jax.nn.softplus(-2.0 * u)), axis=-1)
+
+    def to_env(self, u):
+        return self.low + (jnp.tanh(u) + 1.0) / 2.0 * (self.high - self.low)
+
+    def log_prob(self, u):
+        return self.base.log_prob(u) - self._log_det(u)
+
+    def entropy(self):
+        return self.base.entropy() + self._log_det(self.base.mean)
+
+    def sample(self, key):
+        return self.base.sample(key)
+
+    def mode(self):
+        return self.base.mean

@@ -107,12 +107,15 @@ def test_bad_brax_settings_are_refused_naming_the_field(values, field, words):
     assert error.value.field == field
 
 
-def test_fast_learns_to_push_forward():
+@pytest.mark.parametrize("squash", ["clip", "tanh"])
+def test_fast_learns_to_push_forward(squash):
     """The optimum is 143.1 (push forward at every step of the 128-step episode); a policy
-    that does not learn (the initial mean action 0 does not push) scores 0 greedily."""
-    cfg = ppo.load_config("configs/brax/fast.yaml", {"total_timesteps": 16 * 32 * 48})
+    that does not learn (the initial mean action 0 does not push) scores 0 greedily. Both
+    ways a Gaussian sample becomes an action learn it."""
+    cfg = ppo.load_config("configs/brax/fast.yaml", {"total_timesteps": 16 * 32 * 48, "action_squash": squash})
     out = jax.jit(ppo.make_train(cfg, eval_episodes=4))(jax.random.PRNGKey(0))
     assert float(jnp.min(out.evaluation["deterministic"])) > 135
+    assert float(jnp.max(jnp.abs(out.metrics["first_minibatch_ratio_error"]))) < 1e-5  # rounding: normalize_obs
 
 
 def test_building_an_env_leaves_no_mujoco_log_in_the_users_folder(tmp_path, monkeypatch):

@@ -139,7 +139,7 @@ def test_the_config_classes_are_the_declared_fields():
     defaults = ppo.PPOConfig()
     for name, f in config.FIELDS.items():
         assert getattr(defaults, name) == f.default, name
-    assert config.ACTION_KIND_FIELDS == {"log_std_init": "continuous"}
+    assert config.ACTION_KIND_FIELDS == {"log_std_init": "continuous", "action_squash": "continuous"}
     assert not hasattr(ppo.PPOConfig, "minibatch_size")
 
 

@@ -1,0 +1,163 @@
+"""The benchmark suite's own logic (benchmarks/suite.py), with fake contenders: no JAX compile."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import suite
+from benchmarks.suite import Case, Contender, Group, Prepared, Skip
+
+
+def test_median_range():
+    assert suite.median_range([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "n": 3}
+    assert suite.median_range([4.0, 1.0]) == {"median": 2.5, "min": 1.0, "max": 4.0, "n": 2}
+    assert suite.median_range([]) == {"median": None, "min": None, "max": None, "n": 0}
+    assert suite.median_range([None, 5.0])["median"] == 5.0
+
+
+def test_interleave_order():
+    assert suite.interleave(["A", "B"], 3) == [(1, "A"), (1, "B"), (2, "A"), (2, "B"), (3, "A"), (3, "B")]
+    assert suite.interleave(["A"], 0) == []
+
+
+def test_loaded_marking():
+    assert not suite.is_loaded([1.0, 2.0], cores=2)  # at the core count: not loaded
+    assert suite.is_loaded([1.0, 2.1], cores=2)
+    assert not suite.is_loaded([], cores=2)
+
+
+def test_hardware_slug():
+    assert suite.hardware_slug("cpu", cores=2) == "cpu2"
+    assert suite.hardware_slug("gpu", "NVIDIA H200") == "h200"
+    assert suite.hardware_slug("tpu", "") == "tpu"
+
+
+class FakeClock:
+    """Each contender's run() advances the clock by its own duration; reading is free."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def fake_group(clock, calls, durations, loads_iter=None, baseline="A", extra=()):
+    def contender(name, steps=100.0):
+        def build():
+            def run():
+                calls.append(name)
+                clock.t += durations[name].pop(0)
+            return Prepared(run, steps=steps, compile_s=0.5, info={"fake": True})
+        return Contender(name, f"fake {name}", build)
+
+    def skipped():
+        raise Skip("peer not installed here")
+
+    def broken():
+        raise RuntimeError("boom\nsecond line")
+
+    contenders = [contender("A"), contender("B")]
+    if "skip" in extra:
+        contenders.append(Contender("S", "a peer", skipped))
+    if "error" in extra:
+        contenders.append(Contender("E", "broken", broken))
+    return Group("g", contenders, baseline=baseline)
+
+
+def test_run_group_interleaves_and_summarizes():
+    clock, calls = FakeClock(), []
+    durations = {"A": [1.0, 2.0, 3.0], "B": [0.5, 1.0, 1.0]}
+    loads = iter([1.0, 1.0, 1.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
+    g = fake_group(clock, calls, durations)
+    out = suite.run_group(g, rounds=3, cores=2, clock=clock, load=lambda: next(loads))
+    assert calls == ["A", "B", "A", "B", "A", "B"]
+    a, b = out["cells"]
+    assert a["status"] == b["status"] == "ok"
+    assert a["times_s"] == [1.0, 2.0, 3.0] and a["rounds"] == [1, 2, 3]
+    assert a["time_s"]["median"] == 2.0
+    assert a["steps_per_s"] == {"median": 50.0, "min": 100 / 3, "max": 100.0, "n": 3}
+    # per-round ratios against A in the same round: 2, 2, 3 -> median 2 (speed), 0.5 (time)
+    assert b["speed_vs_baseline"] == {"median": 2.0, "min": 2.0, "max": 3.0, "n": 3}
+    assert b["time_vs_baseline"]["median"] == 0.5
+    assert "speed_vs_baseline" not in a
+    # B's round-1 execution saw load 3.0 (after it) > 2 cores: B is loaded, A is not
+    assert b["loaded"] and not a["loaded"]
+    table = suite.group_table(out)
+    assert "**loaded**" in table.splitlines()[3] and "**loaded**" not in table.splitlines()[2]
+    assert "2.00x (2.00–3.00)" in table
+
+
+def test_skipped_and_failing_contenders_are_reported_not_estimated():
+    clock, calls = FakeClock(), []
+    g = fake_group(clock, calls, {"A": [1.0, 1.0], "B": [1.0, 1.0]}, extra=("skip", "error"))
+    out = suite.run_group(g, rounds=2, cores=2, clock=clock, load=lambda: 0.0)
+    cells = {c["contender"]: c for c in out["cells"]}
+    assert cells["S"]["status"] == "skipped" and cells["S"]["reason"] == "peer not installed here"
+    assert cells["E"]["status"] == "error" and cells["E"]["reason"] == "RuntimeError: boom"
+    assert "times_s" in cells["S"] and cells["S"]["times_s"] == [] and "steps_per_s" not in cells["S"]
+    assert calls == ["A", "B", "A", "B"]
+    table = suite.group_table(out)
+    assert "| S | skipped: peer not installed here |" in table
+    assert "| E | error: RuntimeError: boom |" in table
+
+
+def test_missing_baseline_gives_no_ratio():
+    clock, calls = FakeClock(), []
+    g = fake_group(clock, calls, {"A": [1.0], "B": [1.0]}, baseline="nobody")
+    out = suite.run_group(g, rounds=1, cores=2, clock=clock, load=lambda: 0.0)
+    assert all("speed_vs_baseline" not in c for c in out["cells"])
+
+
+def test_registry_and_results_files(tmp_path):
+    registry = {}
+    clock = FakeClock()
+
+    def groups(sizes):
+        calls = []
+        return [fake_group(clock, calls, {"A": [1.0] * sizes["n"], "B": [2.0] * sizes["n"]}, extra=("skip",))]
+
+    case = suite.register(Case("fake", "a fake case", {"quick": {"n": 2}, "full": {"n": 3}}, groups,
+                               summarize=lambda r: "SUMMARY LINE"), registry)
+    with pytest.raises(ValueError):
+        suite.register(case, registry)
+    result = suite.run_case(case, quick=True, rounds=2, warmup=0, log=lambda m: None, clock=clock,
+                            load=lambda: 0.0, cores=2)
+    assert result["sizes"] == {"n": 2}
+    result["summary"] = suite.summary_for(case, result)
+    run = {"command": "python -m benchmarks.suite --quick", "date": "2026-01-02",
+           "started": "2026-01-02 00:00:00", "finished": "2026-01-02 00:01:00", "wall_s": 60.0,
+           "machine": {"cpu": "Fake CPU", "cores": 2, "os": "test", "backend": "cpu", "devices": 1,
+                       "device_kind": "cpu", "hardware": "cpu2"},
+           "versions": {"jax": "0.0", "purejaxppo": "0.0"}, "quick": True, "rounds": 2, "warmup": 0,
+           "notes": [], "cases": [result]}
+    paths = suite.write_results(run, tmp_path, registry, plots=False)
+    assert paths["md"] == tmp_path / "2026-01-02-cpu2-suite-quick.md"
+    assert paths["json"] == tmp_path / "2026-01-02-cpu2-suite-quick.json"
+    md = paths["md"].read_text()
+    assert "cpu2 (Fake CPU, 2 cores" in md and "2026-01-02" in md and "jax 0.0" in md
+    assert "quick mode: fewer than 3 rounds" in md
+    assert "SUMMARY LINE" in md and "skipped: peer not installed here" in md
+    data = json.loads(paths["json"].read_text())
+    assert data["cases"][0]["groups"][0]["cells"][1]["speed_vs_baseline"]["median"] == 0.5
+    assert data["machine"]["hardware"] == "cpu2"
+
+
+def test_cli_rejects_too_few_rounds_and_unknown_cases(tmp_path, capsys):
+    registry = {"x": Case("x", "x", {"quick": {}, "full": {}}, lambda s: [])}
+    assert suite.main(["--rounds", "2", "--out", str(tmp_path)], registry) == 2
+    assert suite.main(["--quick", "--rounds", "1", "--out", str(tmp_path)], registry) == 2
+    assert suite.main(["--cases", "nope", "--out", str(tmp_path)], registry) == 2
+    assert not list(tmp_path.iterdir())
+
+
+def test_result_names_full_and_subset(tmp_path):
+    run = {"command": "c", "date": "2026-01-02", "started": "s", "finished": "f", "wall_s": 1.0,
+           "machine": {"cpu": "x", "cores": 2, "os": "o", "backend": "gpu", "devices": 1,
+                       "device_kind": "NVIDIA H200", "hardware": "h200"},
+           "versions": {}, "quick": False, "rounds": 3, "warmup": 1, "notes": [], "cases": []}
+    assert suite.write_results(dict(run), tmp_path, {}, plots=False)["md"].name == "2026-01-02-h200-suite.md"
+    sub = suite.write_results(dict(run, subset=["fusion", "limit"]), tmp_path, {}, plots=False)
+    assert sub["md"].name == "2026-01-02-h200-suite-fusion+limit.md"
