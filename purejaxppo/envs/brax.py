@@ -68,7 +68,7 @@ def env_names() -> list[str]:
     return sorted(_brax_envs()._envs)
 
 
-def _check_settings(name, settings):
+def _check_settings(settings):
     backend, length, repeat = settings["backend"], settings["episode_length"], settings["action_repeat"]
     if backend not in BACKENDS:
         raise ConfigError("env_params.backend", backend, f"must be one of {', '.join(BACKENDS)}")
@@ -109,7 +109,7 @@ class BraxEnv:
             raise ConfigError("env", f"brax/{name}", f"unknown Brax environment; {hint}")
         params = dict(env_params or {})
         settings = {key: params.pop(key, default) for key, default in SETTINGS.items()}
-        _check_settings(name, settings)
+        _check_settings(settings)
         accepted = _constructor_arguments(envs._envs[name])
         for key in params:
             if key not in accepted:
