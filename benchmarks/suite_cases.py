@@ -1,0 +1,446 @@
+"""The suite's cases (issue 9, part 1, first slice): scaling, limit, fusion, overheads.
+
+Each `register(Case(...))` below is one case: its sizes for --quick and for the full run,
+and a function from those sizes to groups of contenders (see benchmarks/suite.py).
+Everything runs in this process on JAX's default device (one CPU device here: no
+--xla_force_host_platform_device_count), one program per contender.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import purejaxppo as ppo
+from benchmarks.suite import Case, Contender, Group, Prepared, Skip, compile_timed, plot_title, register
+from purejaxppo.train import Learner
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIGS = {"CartPole-v1": "configs/cartpole.yaml", "Breakout-MinAtar": "configs/minatar_breakout.yaml",
+           "brax/fast": "configs/brax/fast.yaml"}
+
+
+def load_cfg(env: str, updates: int, **overrides):
+    """The env's config with total_timesteps = `updates` whole updates (a cell takes seconds)."""
+    path = REPO / CONFIGS[env]
+    try:
+        base = ppo.load_config(str(path), overrides)
+    except ppo.ConfigError as e:
+        raise Skip(f"{env}: {e}") from e
+    return ppo.load_config(str(path), {**overrides, "total_timesteps": updates * base.batch_size})
+
+
+def env_available(env: str) -> str | None:
+    """Why `env` cannot be built here, or None."""
+    try:
+        ppo.make_env(ppo.load_config(str(REPO / CONFIGS[env])))
+    except Exception as e:  # noqa: BLE001 - e.g. brax not installed
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return None
+
+
+def keys_for(runs: int, seed: int = 0):
+    return jax.random.split(jax.random.PRNGKey(seed), runs)
+
+
+def final_return(out) -> float:
+    return float(np.nanmean(np.asarray(out.metrics["episode_return"])[..., -1]))
+
+
+_COMPILED: dict = {}  # (repr(cfg), runs) -> (compiled, compile_s): plain programs shared across cases
+
+
+def vmapped_train(cfg, runs: int, **make_train_kwargs) -> Prepared:
+    """`jax.jit(jax.vmap(make_train(cfg)))` on `runs` keys, compiled; steps = runs x updates x batch.
+    Without make_train keywords the compiled program is shared by every cell of the same config and
+    runs in this process (compiled once; each cell reports that one compile time, marked shared)."""
+    keys = keys_for(runs)
+    memo = None if make_train_kwargs else (repr(cfg), runs)
+    shared = memo in _COMPILED
+    if shared:
+        compiled, compile_s = _COMPILED[memo]
+    else:
+        compiled, compile_s = compile_timed(jax.jit(jax.vmap(ppo.make_train(cfg, **make_train_kwargs))), keys)
+        if memo is not None:
+            _COMPILED[memo] = compiled, compile_s
+    def run():
+        jax.block_until_ready(compiled(keys))
+
+    return Prepared(run, steps=runs * cfg.num_updates * cfg.batch_size, compile_s=compile_s,
+                    info={"runs": runs, "num_updates": cfg.num_updates, "batch_size": cfg.batch_size,
+                          "compiled_program_shared": shared})
+
+
+# ======================================================================================
+# a. scaling
+def updates_for(budget_steps: int, runs: int, batch: int, min_updates: int) -> int:
+    return max(min_updates, budget_steps // (runs * batch))
+
+
+def scaling_groups(sizes):
+    groups = []
+    for env in sizes["envs"]:
+        why = env_available(env)
+        cap_hit = {}
+
+        def build(env=env, runs=1, why=why, cap_hit=cap_hit):
+            if why:
+                raise Skip(f"{env} cannot be built here: {why}")
+            overrides = sizes.get("overrides", {}).get(env, {})
+            base = load_cfg(env, 1, **overrides)
+            updates = updates_for(sizes["budget_steps"][env], runs, base.batch_size, sizes["min_updates"])
+            steps = runs * updates * base.batch_size
+            if cap_hit.get("over"):
+                raise Skip(f"time cap: a run of {cap_hit['runs']} runs took {cap_hit['s']:.1f} s > {sizes['cap_s']} s")
+            if cap_hit and sizes.get("cap_s"):
+                # predicted at the previous point's steps/s (optimistic when throughput falls with runs)
+                predicted = cap_hit["s"] * steps / cap_hit["steps"]
+                if predicted > sizes["cap_s"]:
+                    raise Skip(f"time cap: predicted {predicted:.0f} s per run (from {cap_hit['runs']} runs' "
+                               f"{cap_hit['s']:.1f} s) > {sizes['cap_s']} s")
+            prep = vmapped_train(load_cfg(env, updates, **overrides), runs)
+            # the time cap: one untimed probe run for the larger points of the full suite
+            if sizes.get("cap_s"):
+                import time
+
+                t = time.perf_counter()
+                prep.run()
+                took = time.perf_counter() - t
+                prep.info["probe_s"] = took
+                cap_hit.update(runs=runs, s=took, steps=prep.steps, over=took > sizes["cap_s"])
+            return prep
+
+        contenders = [Contender(f"{n} runs", f"jax.jit(jax.vmap(make_train(cfg))) on {n} keys",
+                                functools.partial(build, runs=n)) for n in sizes["runs"]]
+        overrides = sizes.get("overrides", {}).get(env, {})
+        groups.append(Group(env, contenders, baseline=f"{sizes['runs'][0]} runs",
+                            notes=[f"config {CONFIGS[env]}"
+                                   + (f" with {overrides} (to fit the time budget)" if overrides else "")
+                                   + ", total_timesteps per run cut to "
+                                   f"max({sizes['min_updates']}, {sizes['budget_steps'][env]:,} / (runs x batch)) "
+                                   "whole updates; steps/s counts all runs' env steps"],
+                            params={"env": env, "runs": list(sizes["runs"])}))
+    return groups
+
+
+def scaling_plot(case, png, run):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401
+
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    drawn = False
+    for g in case["groups"]:
+        pts = [(c["info"]["runs"], c["steps_per_s"]) for c in g["cells"] if c["status"] == "ok"]
+        if not pts:
+            continue
+        xs = [p[0] for p in pts]
+        med = [p[1]["median"] for p in pts]
+        err = [[m - p[1]["min"] for m, p in zip(med, pts)], [p[1]["max"] - m for m, p in zip(med, pts)]]
+        ax.errorbar(xs, med, yerr=err, marker="o", capsize=3, label=g["name"])
+        loaded = [(x, m) for x, m, c in zip(xs, med, [c for c in g["cells"] if c["status"] == "ok"]) if c["loaded"]]
+        if loaded:
+            ax.scatter(*zip(*loaded), s=120, facecolors="none", edgecolors="red")
+        drawn = True
+    if not drawn:
+        raise ValueError("nothing measured")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("parallel runs (vmapped seeds)")
+    ax.set_ylabel("env steps/s, compile excluded (median, range)")
+    ax.set_title(plot_title("scaling", run, "red ring: loaded cell"), fontsize=7)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+
+
+def scaling_summary(result):
+    lines = []
+    for g in result["groups"]:
+        ok = [c for c in g["cells"] if c["status"] == "ok"]
+        if not ok:
+            reasons = "; ".join(sorted({c.get("reason", "") for c in g["cells"]}))
+            lines.append(f"- {g['name']}: not measured ({reasons})")
+            continue
+        pts = ", ".join(f"{c['info']['runs']}: {c['steps_per_s']['median']:,.0f}" for c in ok)
+        first, last = ok[0], ok[-1]
+        gain = last["steps_per_s"]["median"] / first["steps_per_s"]["median"]
+        comp = ", ".join(f"{c['info']['runs']}: {c['compile_s']:.1f} s" for c in ok)
+        lines.append(f"- {g['name']}: steps/s by runs {pts} ({gain:.1f}x from {first['info']['runs']} to "
+                     f"{last['info']['runs']} runs); compile {comp}")
+    return "\n".join(lines)
+
+
+register(Case(
+    name="scaling",
+    title="env steps/s against parallel runs (compile excluded)",
+    sizes={"quick": {"envs": ["CartPole-v1", "Breakout-MinAtar", "brax/fast"], "runs": [1, 4, 16],
+                     "budget_steps": {"CartPole-v1": 65536, "Breakout-MinAtar": 16384, "brax/fast": 32768},
+                     "overrides": {"Breakout-MinAtar": {"num_envs": 16}},
+                     "min_updates": 1, "cap_s": None},
+           "full": {"envs": ["CartPole-v1", "Breakout-MinAtar", "brax/fast"], "runs": [1, 4, 16, 64, 256, 1024],
+                    "budget_steps": {"CartPole-v1": 1_048_576, "Breakout-MinAtar": 131_072, "brax/fast": 262_144},
+                    "min_updates": 4, "cap_s": 60}},
+    groups=scaling_groups, plot=scaling_plot, summarize=scaling_summary,
+    explain="Each point: `jax.jit(jax.vmap(purejaxppo.make_train(cfg)))` on `jax.random.split(key, runs)`, "
+            "one program; per-run timesteps shrink as runs grow (a cell takes seconds), steps/s counts every "
+            "run's env steps. Ratios: speed against 1 run (steps/s ratio). Full mode stops adding points once "
+            "one untimed probe run of a point exceeds the time cap (later points reported as skipped)."))
+
+
+# ======================================================================================
+# b. limit: the environment alone and the networks alone against the full update
+def env_alone(cfg, runs: int) -> Prepared:
+    """num_updates x num_steps vmapped AutoReset steps of num_envs x runs envs, random actions."""
+    env = ppo.make_env(cfg)
+    space = env.action_space
+    if space.kind != "discrete":
+        raise Skip("random actions implemented for discrete action spaces only")
+    n_envs, length = cfg.num_envs * runs, cfg.num_updates * cfg.num_steps
+
+    def program(key):
+        reset_key, key = jax.random.split(key)
+        obs, state = jax.vmap(env.reset)(jax.random.split(reset_key, n_envs))
+
+        def step(carry, key):
+            state, total = carry
+            act_key, step_key = jax.random.split(key)
+            action = jax.random.randint(act_key, (n_envs,), 0, space.num_actions)
+            obs, state, reward, *_ = jax.vmap(env.step)(jax.random.split(step_key, n_envs), state, action)
+            return (state, total + reward.sum()), None
+
+        (state, total), _ = jax.lax.scan(step, (state, jnp.float32(0)), jax.random.split(key, length))
+        return total
+
+    key = jax.random.PRNGKey(0)
+    compiled, compile_s = compile_timed(program, key)
+    return Prepared(lambda: jax.block_until_ready(compiled(key)), steps=n_envs * length, compile_s=compile_s,
+                    info={"runs": runs})
+
+
+def networks_alone(cfg, runs: int) -> Prepared:
+    """The learner's own epochs (`Learner._epoch`: shuffle, minibatch forward+backward, Adam) on a
+    fixed synthetic batch of the rollout's shape, update_epochs x num_updates times per run, vmapped
+    over runs; no env, no rollout forward passes, no GAE."""
+    learner = Learner(cfg)
+    obs0, _ = learner.env.reset(jax.random.PRNGKey(0))
+    obs_shape = obs0.shape
+    hp = ppo.HParams.from_config(cfg)
+    n_actions = learner.env.action_space.num_actions
+
+    def one_run(key):
+        k_init, k_obs, k_act, k_adv, k_loop = jax.random.split(key, 5)
+        params, agent_state = learner.agent.init(k_init, obs0)
+        opt_state = ppo.train.make_optimizer(1.0, 1.0).init(params)
+        b = cfg.batch_size
+        batch = {"obs": jax.random.normal(k_obs, (b, *obs_shape)),
+                 "action": jax.random.randint(k_act, (b,), 0, n_actions),
+                 "old_log_prob": jnp.full((b,), -math.log(n_actions)),
+                 "old_value": jnp.zeros((b,)),
+                 "advantage": jax.random.normal(k_adv, (b,)),
+                 "target": jnp.zeros((b,))}
+
+        def epoch(carry, key):
+            params, opt_state = carry
+            params, opt_state, _ = learner._epoch(params, opt_state, key, batch, agent_state, hp, hp.lr)
+            return (params, opt_state), None
+
+        (params, _), _ = jax.lax.scan(epoch, (params, opt_state),
+                                      jax.random.split(k_loop, cfg.num_updates * cfg.update_epochs))
+        return jax.tree.reduce(lambda a, x: a + jnp.sum(x), params, jnp.float32(0))
+
+    keys = keys_for(runs)
+    compiled, compile_s = compile_timed(jax.vmap(one_run), keys)
+    return Prepared(lambda: jax.block_until_ready(compiled(keys)),
+                    steps=runs * cfg.num_updates * cfg.batch_size, compile_s=compile_s, info={"runs": runs})
+
+
+def limit_groups(sizes):
+    groups = []
+    for env in sizes.get("envs", ["CartPole-v1"]):
+        overrides = sizes.get("overrides", {}).get(env, {})
+        updates = sizes.get("env_updates", {}).get(env, sizes["updates"])
+        for runs in sizes.get("env_runs", {}).get(env, sizes["runs"]):
+            cfg = load_cfg(env, updates, **overrides)
+            groups.append(limit_group(env, cfg, runs, overrides))
+    return groups
+
+
+def limit_group(env, cfg, runs, overrides):
+    return Group(
+        f"{env}{f' {overrides}' if overrides else ''}, {runs} run(s)",
+        [Contender("full update", "jax.jit(jax.vmap(make_train(cfg))): rollout, GAE, epochs, diagnostics",
+                   lambda: vmapped_train(cfg, runs)),
+         Contender("env alone", "jitted lax.scan over vmapped AutoReset env.step, random actions, same "
+                   "num_envs x runs envs and num_updates x num_steps steps", lambda: env_alone(cfg, runs)),
+         Contender("networks alone", "the learner's epochs (Learner._epoch: shuffle, minibatch forward+"
+                   "backward, Adam) on a synthetic batch of the same shape, update_epochs x num_updates per run",
+                   lambda: networks_alone(cfg, runs))],
+        baseline="full update",
+        notes=[f"{cfg.num_updates} updates x {cfg.num_envs} envs x {cfg.num_steps} steps, "
+               f"{cfg.update_epochs} epochs x {cfg.num_minibatches} minibatches of "
+               f"{cfg.batch_size // cfg.num_minibatches}"],
+        params={"runs": runs, "env": env})
+
+
+def limit_summary(result):
+    lines = []
+    for g in result["groups"]:
+        cells = {c["contender"]: c for c in g["cells"] if c["status"] == "ok"}
+        if "full update" not in cells:
+            lines.append(f"- {g['name']}: full update not measured")
+            continue
+        parts, shares = [], {}
+        for name in ("env alone", "networks alone"):
+            if name in cells:
+                shares[name] = cells[name]["time_vs_baseline"]["median"]
+                parts.append(f"{name} takes {shares[name]:.0%} of the full update's time")
+        rest = 1 - sum(shares.values())
+        bound = max(shares, key=shares.get) if shares else None
+        lines.append(f"- {g['name']}: " + "; ".join(parts)
+                     + (f"; the rest (rollout policy passes, GAE, shuffles, diagnostics, overlap) {rest:.0%}. "
+                        f"Bound: **{bound.split()[0]}**" if bound else ""))
+    return "\n".join(lines)
+
+
+register(Case(
+    name="limit",
+    title="the environment alone and the networks alone against the full update (CartPole; full: + Breakout)",
+    sizes={"quick": {"envs": ["CartPole-v1"], "runs": [4], "updates": 32},
+           "full": {"envs": ["CartPole-v1", "Breakout-MinAtar"], "runs": [1, 16], "updates": 100,
+                    "env_updates": {"Breakout-MinAtar": 2}, "env_runs": {"Breakout-MinAtar": [1, 4]}}},
+    groups=limit_groups, ratio="share", summarize=limit_summary,
+    explain="Same env steps in each contender of a group. The ratio column is each contender's time as a "
+            "fraction of the full update's (per round, median). The larger of env / networks bounds the case."))
+
+
+# ======================================================================================
+# c. fusion: a Python loop over a jitted one-update function against the fused program
+def fusion_group(sizes, runs):
+    cfg = load_cfg("CartPole-v1", sizes["updates"])
+    learner = Learner(cfg)
+    keys = keys_for(runs)
+    init = jax.jit(jax.vmap(learner.init))
+    state0 = jax.block_until_ready(init(keys))
+    results = {}
+
+    def loop_build():
+        one, compile_s = compile_timed(jax.vmap(lambda s: learner.run(s, None, 1)), state0)
+
+        def run():
+            s = state0
+            for _ in range(cfg.num_updates):
+                s, _ = one(s)
+            results["loop"] = jax.block_until_ready(s)
+
+        run()
+        return Prepared(run, steps=runs * cfg.num_updates * cfg.batch_size, compile_s=compile_s,
+                        info={"runs": runs, "dispatches_per_run": cfg.num_updates})
+
+    def fused_build():
+        fused, compile_s = compile_timed(jax.vmap(lambda s: learner.run(s, None, cfg.num_updates)), state0)
+
+        def run():
+            results["fused"] = jax.block_until_ready(fused(state0)[0])
+
+        run()
+        info = {"runs": runs}
+        if "loop" in results:
+            a = jax.tree.leaves(results["loop"].params)
+            b = jax.tree.leaves(results["fused"].params)
+            diff = max(float(jnp.max(jnp.abs(x - y))) for x, y in zip(a, b))
+            info["max_abs_param_diff"] = diff
+            ok = all(np.allclose(np.asarray(x), np.asarray(y), rtol=1e-4, atol=1e-5) for x, y in zip(a, b))
+            info["params_agree"] = ok
+            assert ok, f"fused and looped final params differ (max abs diff {diff:.3g})"
+        return Prepared(run, steps=runs * cfg.num_updates * cfg.batch_size, compile_s=compile_s, info=info)
+
+    return Group(f"CartPole-v1, {runs} run(s)",
+                 [Contender("python loop", f"jitted vmap(Learner.run(state, None, 1)) called {cfg.num_updates} "
+                            "times from Python", loop_build),
+                  Contender("fused", f"jitted vmap(Learner.run(state, None, {cfg.num_updates})): one program",
+                            fused_build)],
+                 baseline="python loop",
+                 notes=[f"{cfg.num_updates} updates x {cfg.batch_size} steps per run, from the same initial state "
+                        "(init compiled and run apart, untimed); final params compared after the first run of each "
+                        "(rtol 1e-4, atol 1e-5)"], params={"runs": runs})
+
+
+def fusion_summary(result):
+    lines = []
+    for g in result["groups"]:
+        cells = {c["contender"]: c for c in g["cells"]}
+        f = cells.get("fused", {})
+        if f.get("status") != "ok":
+            lines.append(f"- {g['name']}: fused {f.get('status')}: {f.get('reason', '')}")
+            continue
+        lines.append(f"- {g['name']}: fused is {f['speed_vs_baseline']['median']:.2f}x the loop's steps/s; "
+                     f"params agree: {f['info'].get('params_agree')} (max abs diff "
+                     f"{f['info'].get('max_abs_param_diff', float('nan')):.2g})")
+    return "\n".join(lines)
+
+
+register(Case(
+    name="fusion",
+    title="what fusion buys: a Python loop of jitted one-update calls against the fused program",
+    sizes={"quick": {"runs": [1], "updates": 100}, "full": {"runs": [1, 16], "updates": 200}},
+    groups=lambda sizes: [fusion_group(sizes, r) for r in sizes["runs"]], summarize=fusion_summary))
+
+
+# ======================================================================================
+# e. overheads
+def overhead_groups(sizes):
+    return [overhead_group(sizes, runs) for runs in sizes["runs"]]
+
+
+def overhead_group(sizes, runs):
+    plain = load_cfg("CartPole-v1", sizes["updates"])
+    masked = load_cfg("CartPole-v1", sizes["updates"], max_epochs=10, update_epochs=4)
+    calls = {"n": 0}
+
+    def progress(*args):
+        calls["n"] += 1
+
+    def with_progress():
+        prep = vmapped_train(plain, runs, progress=progress)
+        prep.info["callback_calls_so_far"] = calls
+        return prep
+
+    return Group(f"CartPole-v1, {runs} run(s)",
+                 [Contender("plain (compiled for 4 epochs)", "make_train(cfg), update_epochs=4, max_epochs null",
+                            lambda: vmapped_train(plain, runs)),
+                  Contender("max_epochs=10 running 4", "make_train(cfg), max_epochs=10, update_epochs=4 "
+                            "(6 masked epochs per update)", lambda: vmapped_train(masked, runs)),
+                  Contender("progress callback on", "make_train(cfg, progress=lambda *a: None-like counter)",
+                            with_progress)],
+                 baseline="plain (compiled for 4 epochs)",
+                 notes=[f"{plain.num_updates} updates x {plain.batch_size} steps per run; ratio < 1: slower "
+                        "than plain"], params={"runs": runs})
+
+
+def overhead_summary(result):
+    lines = []
+    for g in result["groups"]:
+        for c in g["cells"]:
+            if c["status"] == "ok" and "speed_vs_baseline" in c:
+                s = c["speed_vs_baseline"]["median"]
+                lines.append(f"- {g['name']}: {c['contender']}: {s:.2f}x plain's steps/s "
+                             f"({(1 / s - 1):+.0%} time)")
+    return "\n".join(lines)
+
+
+register(Case(
+    name="overheads",
+    title="overheads: max_epochs 10 running 4 vs compiled for 4; progress callback on vs off",
+    sizes={"quick": {"runs": [4], "updates": 32}, "full": {"runs": [1, 16], "updates": 128}},
+    groups=overhead_groups, summarize=overhead_summary))
