@@ -224,3 +224,18 @@ def test_sweep_resumed_from_a_middle_checkpoint_equals_the_whole_sweep(tmp_path,
     assert "resuming" in capsys.readouterr().out
     assert (cut / "metrics.csv").read_text() == (whole / "metrics.csv").read_text()
     assert (cut / "summary.csv").read_text() == (whole / "summary.csv").read_text()
+
+
+def test_a_ctrl_c_is_remembered_and_raised_at_the_next_safe_point():
+    """A library on the way (orbax's saving threads) cannot swallow it: the handler only
+    remembers it, and the runner raises it between chunks or after a save."""
+    from purejaxppo.experiments.runs import _Interrupts
+
+    before = signal.getsignal(signal.SIGINT)
+    with _Interrupts() as interrupts:
+        interrupts.check()  # nothing pending
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)  # delivered: no KeyboardInterrupt here
+        with pytest.raises(KeyboardInterrupt):
+            interrupts.check()
+    assert signal.getsignal(signal.SIGINT) is before

@@ -17,6 +17,8 @@ resumed run equals the run never interrupted (same device layout), bit for bit.
 from __future__ import annotations
 
 import dataclasses
+import signal
+import threading
 import time
 from typing import Callable
 
@@ -58,12 +60,40 @@ class Timings:
     checkpoint_bytes: int = 0        # arrays in the last checkpoint
 
 
-def _wait(outs):
+class _Interrupts:
+    """Ctrl-C (SIGINT) while runs execute: a handler remembers it, and `check` raises it as
+    KeyboardInterrupt at the next safe point (a poll of a computing chunk, or right after a
+    checkpoint is saved), so no library on the way (orbax's saving, with its threads) can
+    swallow it and a checkpoint is never cut half-way. Installed only in the main thread."""
+
+    def __init__(self):
+        self.pending, self.previous = False, None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._remember)
+        return self
+
+    def _remember(self, signum, frame):
+        self.pending = True
+
+    def check(self):
+        if self.pending:
+            raise KeyboardInterrupt
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
+def _wait(outs, interrupts: _Interrupts):
     """Block until `outs` are computed, polling, so that the main thread keeps running
-    Python: a Ctrl-C (KeyboardInterrupt) lands within ~50 ms, not when the chunk ends."""
+    Python: a Ctrl-C lands within ~50 ms, not when the chunk ends."""
     for leaf in jax.tree.leaves(outs):
         while isinstance(leaf, jax.Array) and not leaf.is_ready():  # (several processes: numpy, gathered)
+            interrupts.check()
             time.sleep(0.05)
+    interrupts.check()
     return jax.tree.map(np.asarray, outs)
 
 
@@ -120,8 +150,9 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     a checkpoint (every run set started so far: state and metrics; `meta` with the updates
     done added) is saved after each chunk of `chunk_updates`, or without it after each
     group; with `resume`,
-    the newest one is restored first. A KeyboardInterrupt (Ctrl-C) while a chunk
-    computes stops at once: the chunk is dropped, the newest checkpoint stays as it was.
+    the newest one is restored first. A Ctrl-C while a chunk computes stops within ~50 ms
+    (KeyboardInterrupt): the chunk is dropped, the newest checkpoint stays as it was; one
+    during a checkpoint's save stops right after it.
     `on_group(g, runs)` is called before group g compiles.
     """
     timings = Timings()
@@ -150,28 +181,31 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
         timings.checkpoint_bytes = checkpoints.last_save_bytes
 
     results: dict[str, SetResult] = {}
-    for group in compiled:
-        start = time.perf_counter()
-        if group.states is None:
-            group.states = _wait(group.init())
-        while group.updates_done < group.num_updates:
-            updates = min(group.chunk, group.num_updates - group.updates_done)
-            outs = _wait(group.chunk_program(updates)([(state, s.hparams)
-                                                        for state, s in zip(group.states, group.sets)]))
-            group.states = [state for state, _ in outs]
-            for parts, (_, metrics) in zip(group.metrics, outs):
-                parts.append(metrics)
-            group.updates_done += updates
-            timings.run_seconds += time.perf_counter() - start
-            if checkpoints is not None and (chunk_updates or group.updates_done == group.num_updates):
-                save()
+    with _Interrupts() as interrupts:
+        for group in compiled:
             start = time.perf_counter()
-        evaluation = [{} for _ in group.sets]
-        if group.evaluate is not None:
-            evaluation = _wait(group.evaluate([(state,) for state in group.states]))
-        timings.run_seconds += time.perf_counter() - start
-        for s, state, parts, ev in zip(group.sets, group.states, group.metrics, evaluation):
-            results[s.name] = SetResult(state, _stack(parts), ev)
+            if group.states is None:
+                group.states = _wait(group.init(), interrupts)
+            while group.updates_done < group.num_updates:
+                updates = min(group.chunk, group.num_updates - group.updates_done)
+                outs = _wait(group.chunk_program(updates)([(state, s.hparams)
+                                                            for state, s in zip(group.states, group.sets)]),
+                             interrupts)
+                group.states = [state for state, _ in outs]
+                for parts, (_, metrics) in zip(group.metrics, outs):
+                    parts.append(metrics)
+                group.updates_done += updates
+                timings.run_seconds += time.perf_counter() - start
+                if checkpoints is not None and (chunk_updates or group.updates_done == group.num_updates):
+                    save()
+                    interrupts.check()
+                start = time.perf_counter()
+            evaluation = [{} for _ in group.sets]
+            if group.evaluate is not None:
+                evaluation = _wait(group.evaluate([(state,) for state in group.states]), interrupts)
+            timings.run_seconds += time.perf_counter() - start
+            for s, state, parts, ev in zip(group.sets, group.states, group.metrics, evaluation):
+                results[s.name] = SetResult(state, _stack(parts), ev)
     timings.compiles = sum(len(group.programs) for group in compiled)
     timings.compile_seconds = sum(p.compile_seconds for group in compiled for p in group.programs)
     return results, timings
