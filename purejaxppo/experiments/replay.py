@@ -12,13 +12,9 @@ from purejaxppo.errors import ConfigError
 from purejaxppo.train import Learner
 
 
-def episode(cfg: PPOConfig, state, key, deterministic: bool = True):
-    """One episode of the policy in `state` -> (Brax pipeline states, one per step from the
-    reset to the episode's end, and the episode's return)."""
-    env = make_raw_env(cfg.env, cfg.env_params)
-    if not isinstance(env, BraxEnv) or getattr(env.brax_env, "sys", None) is None:
-        raise ConfigError("--render", cfg.env, "replays are drawn for Brax environments with a model "
-                          "(not gymnax, not brax/fast)")
+def episode(cfg: PPOConfig, env: BraxEnv, state, key, deterministic: bool = True):
+    """One episode of the policy in `state` on `env` (built from cfg) -> (Brax pipeline
+    states, one per step from the reset to the episode's end, and the episode's return)."""
     agent = Learner(cfg).agent
 
     @jax.jit
@@ -48,6 +44,9 @@ def render(cfg: PPOConfig, state, key, deterministic: bool = True) -> tuple[str,
     """An HTML page (brax.io.html) replaying one episode -> (html, return, steps)."""
     from brax.io import html
 
-    states, total = episode(cfg, state, key, deterministic)
     env = make_raw_env(cfg.env, cfg.env_params)
+    if not isinstance(env, BraxEnv) or getattr(env.brax_env, "sys", None) is None:
+        raise ConfigError("--render", cfg.env, "replays are drawn for Brax environments with a model "
+                          "(not gymnax, not brax/fast)")
+    states, total = episode(cfg, env, state, key, deterministic)
     return html.render(env.brax_env.sys, states, colab=False), total, len(states) - 1
