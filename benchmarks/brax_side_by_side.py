@@ -230,10 +230,10 @@ def reset_share(path, overrides, repeats, rounds, log):
     n, t_steps = cfg.num_envs, cfg.num_steps
     size = env.action_space.shape[0]
 
-    def policy(obs, key):
+    def policy(carry, obs, key):
         action = jnp.zeros((obs.shape[0], size), jnp.float32)
         zero = jnp.zeros(obs.shape[0], jnp.float32)
-        return action, action, zero, zero
+        return carry, action, action, zero, zero
 
     key = jax.random.PRNGKey(0)
     obs, state = jax.jit(jax.vmap(env.reset))(jax.random.split(key, n))

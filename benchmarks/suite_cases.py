@@ -240,7 +240,7 @@ def networks_alone(cfg, runs: int) -> Prepared:
 
     def one_run(key):
         k_init, k_obs, k_act, k_adv, k_loop = jax.random.split(key, 5)
-        params, agent_state = learner.agent.init(k_init, obs0)
+        params, agent_state = learner.agent.init(k_init, obs0)  # single steps: an MLP policy
         opt_state = ppo.train.make_optimizer(1.0, 1.0).init(params)
         b = cfg.batch_size
         batch = {"obs": jax.random.normal(k_obs, (b, *obs_shape)),
@@ -248,7 +248,7 @@ def networks_alone(cfg, runs: int) -> Prepared:
                  "old_log_prob": jnp.full((b,), -math.log(n_actions)),
                  "old_value": jnp.zeros((b,)),
                  "advantage": jax.random.normal(k_adv, (b,)),
-                 "target": jnp.zeros((b,))}
+                 "target": jnp.zeros((b,)), "done": jnp.zeros((b,), bool), "carry": ()}
 
         def epoch(carry, key):
             params, opt_state = carry

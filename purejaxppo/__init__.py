@@ -8,7 +8,7 @@ from purejaxppo.train import Learner, LearnerState, RunnerState, TrainResult, ma
 from purejaxppo.experiments.checkpoint import load
 from purejaxppo.experiments.sweep import SweepResult, sweep  # noqa: E402  (the function shadows the module name)
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 __all__ = ["ConfigError", "HParams", "check_config", "Learner", "LearnerState", "PPOConfig", "RunnerState", "SweepResult",
            "TrainResult", "distributions", "gae", "load", "load_config", "losses", "make_config", "make_env",

@@ -1,11 +1,16 @@
 """The agent: the one place where the network is applied.
 
 Acting in the rollout, the bootstrap values, the loss, the post-update diagnostics,
-evaluation and a deployed policy all call `Agent.apply` (or `Agent.act`, built on it).
-Beside its parameters an agent carries state of its own (`agent_state`, a dict in the
-learner state and in every call): with `normalize_obs`, the running statistics of the
-observations (`"obs_stats"`), by which every observation is normalised before the
-network sees it; later a recurrent carry. Without, it is `{}`.
+evaluation and a deployed policy all go through `Agent.step` (one step), `Agent.act`
+(built on it) or `Agent.unroll` (sequences). Beside its parameters an agent carries
+state of its own (`agent_state`, a dict in the learner state and in every call): with
+`normalize_obs`, the running statistics of the observations (`"obs_stats"`), by which
+every observation is normalised before the network sees it; with a recurrent policy,
+the memory of each training environment (`"carry"` [num_envs, gru_size]). Without
+either, it is `{}`.
+
+A recurrent policy's memory (its carry) is passed in and returned by every call; a
+fresh episode starts from `initial_carry`. Without memory the carry is `()`.
 """
 
 from __future__ import annotations
@@ -15,24 +20,37 @@ import jax.numpy as jnp
 from purejaxppo import normalize
 from purejaxppo.config import PPOConfig
 from purejaxppo.distributions import TanhGaussian
-from purejaxppo.networks import ActorCritic
+from purejaxppo.networks import ActorCritic, RecurrentActorCritic
 
 
 class Agent:
     """A policy and value network over one environment's action space."""
 
-    def __init__(self, network: ActorCritic, action_space, normalize_obs: bool = False, obs_clip: float = 10.0,
-                 squash: str = "clip"):
+    def __init__(self, network: ActorCritic | RecurrentActorCritic, action_space, normalize_obs: bool = False,
+                 obs_clip: float = 10.0, squash: str = "clip"):
         self.network = network
         self.action_space = action_space
         self.normalize_obs = normalize_obs
         self.obs_clip = obs_clip
         self.squash = squash  # continuous actions: "clip" to the box for the step, or "tanh" into it
+        self.recurrent = network.recurrent
 
-    def init(self, key, obs):
-        """Parameters and agent state, from one observation [obs_size]."""
+    def init(self, key, obs, num_envs: int = 0):
+        """Parameters and agent state, from one observation [obs_size]; a recurrent
+        agent's state holds the fresh memory of `num_envs` training environments."""
         agent_state = {"obs_stats": normalize.init_stats(obs.shape)} if self.normalize_obs else {}
-        return self.network.init(key, obs), agent_state
+        return self.network.init(key, obs.shape[-1]), self.with_carry(agent_state, self.initial_carry(num_envs))
+
+    def initial_carry(self, batch_size: int):
+        """The memory of `batch_size` fresh episodes (() without memory)."""
+        return self.network.initial_carry((batch_size,))
+
+    def carry(self, agent_state):
+        """The training environments' memory kept in the agent state (() without memory)."""
+        return agent_state["carry"] if self.recurrent else ()
+
+    def with_carry(self, agent_state, carry):
+        return {**agent_state, "carry": carry} if self.recurrent else agent_state
 
     def observe(self, agent_state, obs):
         """The agent state after seeing a batch of observations [..., obs_size] (the
@@ -41,24 +59,38 @@ class Agent:
             return agent_state
         return {**agent_state, "obs_stats": normalize.merge(agent_state["obs_stats"], obs)}
 
-    def apply(self, params, agent_state, obs):
-        """obs [..., obs_size] -> (action distribution, value [...])."""
+    def _observation(self, agent_state, obs):
         if self.normalize_obs:
-            obs = normalize.normalize(agent_state["obs_stats"], obs, self.obs_clip)
-        dist, value = self.network.apply(params, obs)
-        if self.squash == "tanh":
-            dist = TanhGaussian(dist, self.action_space.low, self.action_space.high)
-        return dist, value
+            return normalize.normalize(agent_state["obs_stats"], obs, self.obs_clip)
+        return obs
 
-    def act(self, params, agent_state, obs, key, deterministic=False):
-        """A batch of observations -> (env_action, action, log_prob, value).
+    def _distribution(self, dist):
+        if self.squash == "tanh":
+            return TanhGaussian(dist, self.action_space.low, self.action_space.high)
+        return dist
+
+    def step(self, params, agent_state, carry, obs):
+        """One step: obs [..., obs_size] (carry [..., gru_size]) -> (action distribution,
+        value [...], carry after seeing obs)."""
+        dist, value, carry = self.network.apply(params, carry, self._observation(agent_state, obs))
+        return self._distribution(dist), value, carry
+
+    def unroll(self, params, agent_state, carry, obs, done):
+        """Whole sequences, obs [B, T, obs_size] and done [B, T] (episode ended at that
+        step), each from its carry [B, ...] -> (action distribution [B, T], value [B, T]),
+        as `step` computed them in the rollout. Without memory, any shape [..., obs_size]."""
+        dist, value = self.network.unroll(params, carry, self._observation(agent_state, obs), done)
+        return self._distribution(dist), value
+
+    def act(self, params, agent_state, carry, obs, key, deterministic=False):
+        """A batch of observations -> (carry, env_action, action, log_prob, value).
 
         `action` is the mode of the policy (deterministic) or a sample from it.
         Continuous actions are clipped to the action bounds (or, with tanh squashing,
         squashed into them) for the environment only (`env_action`); the unclipped
         (unsquashed) `action` and its log-probability go to the learner.
         """
-        dist, value = self.apply(params, agent_state, obs)
+        dist, value, carry = self.step(params, agent_state, carry, obs)
         action = dist.mode() if deterministic else dist.sample(key)
         log_prob = dist.log_prob(action)
         env_action = action
@@ -66,11 +98,12 @@ class Agent:
             env_action = dist.to_env(action)
         elif self.action_space.kind == "continuous":
             env_action = jnp.clip(action, self.action_space.low, self.action_space.high)
-        return env_action, action, log_prob, value
+        return carry, env_action, action, log_prob, value
 
 
 def make_agent(cfg: PPOConfig, env) -> Agent:
     space = env.action_space
     log_std_init = 0.0 if cfg.log_std_init is None else cfg.log_std_init
-    network = ActorCritic(space.kind, space.size, tuple(cfg.hidden_sizes), cfg.activation, log_std_init)
+    args = (space.kind, space.size, tuple(cfg.hidden_sizes), cfg.activation, log_std_init)
+    network = RecurrentActorCritic(*args, gru_size=cfg.gru_size) if cfg.policy == "gru" else ActorCritic(*args)
     return Agent(network, space, cfg.normalize_obs, cfg.obs_clip, cfg.action_squash or "clip")

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import yaml
-from flax import struct
+from purejaxppo import pytree
 
 from purejaxppo.envs import check_env_config
 from purejaxppo.errors import NO_VALUE, ConfigError
@@ -112,6 +112,12 @@ FIELDS: Mapping[str, Field] = _table(
     Field("max_epochs", "int", None, "length of the epoch scan; lets a sweep vary update_epochs up to it",
           null="update_epochs", rules=(AT_LEAST_1,)),
     Field("total_timesteps", "int", 500_000, "environment steps per run; updates = total_timesteps // batch",
+          rules=(AT_LEAST_1,)),
+    Field("policy", "str", "mlp",
+          "mlp: separate actor and critic MLPs on the observation; gru: obs -> dense(gru_size) -> GRU "
+          "(a memory, restarted at each episode's start) -> actor and critic MLPs; minibatches are then "
+          "whole sequences (num_minibatches must divide num_envs)", rules=(one_of("mlp", "gru"),)),
+    Field("gru_size", "int", 128, "policy gru only: width of the encoder and of the GRU's memory",
           rules=(AT_LEAST_1,)),
     Field("hidden_sizes", "list of positive ints", (64, 64),
           "hidden layers of the separate actor and critic MLPs (orthogonal init)"),
@@ -202,7 +208,7 @@ def _hparam_fields(cls):
     return cls
 
 
-@struct.dataclass
+@pytree.dataclass
 @_hparam_fields
 class HParams:
     """Traced hyperparameters (the traced fields of `FIELDS`): a pytree of scalars (or of
@@ -328,6 +334,8 @@ ALIASES: Mapping[str, tuple[str, ...]] = types.MappingProxyType({
     "num_minibatches": ("n_minibatches", "nminibatches", "num_mini_batch", "num_minibatch", "minibatches",
                         "num_batches", "n_batches"),
     "total_timesteps": ("timesteps", "total_steps", "num_timesteps", "n_timesteps", "total_env_steps"),
+    "policy": ("network", "policy_type", "architecture", "arch", "model"),
+    "gru_size": ("rnn_size", "gru_hidden_size", "rnn_hidden_size", "memory_size", "recurrent_size", "lstm_size"),
     "hidden_sizes": ("hidden", "hidden_size", "net_arch", "layers", "hidden_layers", "hidden_dims", "layer_sizes"),
     "normalize_obs": ("norm_obs", "normalize_observations", "obs_norm", "normalise_obs"),
     "normalize_reward": ("norm_reward", "normalize_rewards", "reward_norm", "normalise_reward"),
@@ -477,6 +485,10 @@ def _check(cfg: PPOConfig, update_epochs: bool = True) -> None:
         raise ConfigError("num_minibatches", cfg.num_minibatches,
                           f"must divide the batch num_envs*num_steps="
                           f"{cfg.num_envs}*{cfg.num_steps}={cfg.batch_size}")
+    if cfg.policy == "gru" and cfg.num_envs % cfg.num_minibatches:
+        raise ConfigError("num_minibatches", cfg.num_minibatches,
+                          f"must divide num_envs={cfg.num_envs} with policy gru: its minibatches are whole "
+                          f"sequences (environments), not single steps")
     if cfg.total_timesteps < cfg.batch_size:
         raise ConfigError("total_timesteps", cfg.total_timesteps,
                           f"must be at least one batch (num_envs*num_steps={cfg.batch_size})")

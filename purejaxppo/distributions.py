@@ -6,10 +6,10 @@ import math
 
 import jax
 import jax.numpy as jnp
-from flax import struct
+from purejaxppo import pytree
 
 
-@struct.dataclass
+@pytree.dataclass
 class Categorical:
     """Categorical over the last axis of `logits`."""
 
@@ -30,7 +30,7 @@ class Categorical:
         return jnp.argmax(self.logits, axis=-1)
 
 
-@struct.dataclass
+@pytree.dataclass
 class DiagGaussian:
     """Independent Gaussians over the last axis; log-probabilities sum over it."""
 
@@ -54,7 +54,7 @@ class DiagGaussian:
         return self.mean
 
 
-@struct.dataclass
+@pytree.dataclass
 class TanhGaussian:
     """A diagonal Gaussian over u, squashed into the box [low, high] for the environment:
     a = low + (tanh(u) + 1) / 2 * (high - low).

@@ -19,7 +19,9 @@ def evaluate(env, agent, params, agent_state, key, num_episodes: int, determinis
     reset_key, run_key = jax.random.split(key)
     obs, state = jax.vmap(env.reset)(jax.random.split(reset_key, num_episodes))
     policy = functools.partial(agent.act, params, agent_state, deterministic=deterministic)
-    _, _, traj = rollout(env, policy, state, obs, run_key, env.max_episode_steps, resets="per_rollout")
+    fresh = agent.initial_carry(num_episodes)  # a recurrent policy starts each episode with a fresh memory
+    _, _, _, traj = rollout(env, policy, state, obs, run_key, env.max_episode_steps, resets="per_rollout",
+                            carry=fresh, initial_carry=fresh)
     first_end = jnp.argmax(traj.episode_done, axis=0)
     returns = traj.episode_return[first_end, jnp.arange(num_episodes)]
     return jnp.where(jnp.any(traj.episode_done, axis=0), returns, jnp.nan)

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from flax import struct
+from purejaxppo import pytree
 
 EPS = 1e-8  # added to the variance before its square root
 
 
-@struct.dataclass
+@pytree.dataclass
 class RunningStats:
     """Mean and (population) variance of everything merged so far, per feature."""
 
@@ -53,7 +53,7 @@ def normalize(stats: RunningStats, x, clip):
 # --------------------------------------------------------------------------------------
 # Reward scaling: divide rewards by the running std of the discounted return
 # --------------------------------------------------------------------------------------
-@struct.dataclass
+@pytree.dataclass
 class RewardScaler:
     """Per environment, the discounted return so far; over all, its running statistics."""
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from flax import struct
+from purejaxppo import pytree
 
 
-@struct.dataclass
+@pytree.dataclass
 class Transition:
     """One step of num_envs environments; a rollout stacks these to [num_steps, num_envs]."""
 
@@ -22,20 +22,24 @@ class Transition:
     episode_done: jnp.ndarray
     episode_return: jnp.ndarray  # return of the episode that ended here (when episode_done)
     episode_length: jnp.ndarray
+    hidden: object               # a recurrent policy's carry after seeing obs (before any restart); () without
 
 
-def rollout(env, policy, env_state, obs, key, num_steps, resets="per_step"):
-    """Run `policy(obs, key) -> (env_action, action, log_prob, value)` for num_steps.
+def rollout(env, policy, env_state, obs, key, num_steps, resets="per_step", carry=(), initial_carry=()):
+    """Run `policy(carry, obs, key) -> (carry, env_action, action, log_prob, value)` for
+    num_steps.
 
-    `env` is an `AutoReset` environment. All random keys are drawn up front, and so are
-    the fresh episodes that replace ended ones, by `resets`:
+    `env` is an `AutoReset` environment. A policy with memory passes its `carry` from one
+    step to the next; where an episode ended it restarts at `initial_carry` (both () for a
+    policy without memory). All random keys are drawn up front, and so are the fresh
+    episodes that replace ended ones, by `resets`:
       "per_step"     one per (step, env), in one batched call outside the sequential loop
                      (fast where resets are cheap; memory grows with num_steps x num_envs)
       "per_rollout"  one per env: an env that ends twice within one rollout restarts from
                      the same fresh state both times (for costly resets: Brax)
       "in_loop"      one per (step, env), each step computing its own (same results as
                      "per_step", memory of one step)
-    Returns (env_state, obs, Transition[num_steps, num_envs]).
+    Returns (env_state, obs, carry, Transition[num_steps, num_envs]).
     """
     num_envs = obs.shape[0]
     act_key, step_key, reset_key = jax.random.split(key, 3)
@@ -51,22 +55,30 @@ def rollout(env, policy, env_state, obs, key, num_steps, resets="per_step"):
     else:
         raise ValueError(f"resets: {resets!r}")
 
-    def step(carry, inputs):
-        env_state, obs = carry
+    def step(loop, inputs):
+        env_state, obs, carry = loop
         act_key, step_keys, reset = inputs
         if resets == "in_loop":
             reset = jax.vmap(env.reset)(reset)
         elif resets == "per_rollout":
             reset = fresh
-        env_action, action, log_prob, value = policy(obs, act_key)
+        carry, env_action, action, log_prob, value = policy(carry, obs, act_key)
         next_obs, env_state, reward, terminated, truncated, info = jax.vmap(env.step)(
             step_keys, env_state, env_action, reset)
         transition = Transition(
             obs=obs, action=action, log_prob=log_prob, value=value, reward=reward,
             terminated=terminated, truncated=truncated, final_obs=info["final_observation"],
             episode_done=info["episode_done"], episode_return=info["episode_return"],
-            episode_length=info["episode_length"])
-        return (env_state, next_obs), transition
+            episode_length=info["episode_length"], hidden=carry)
+        carry = jax.tree.map(lambda fresh_c, c: jnp.where(_expand(info["episode_done"], c), fresh_c, c),
+                             initial_carry, carry)
+        return (env_state, next_obs, carry), transition
 
-    (env_state, obs), trajectory = jax.lax.scan(step, (env_state, obs), (act_keys, step_keys, reset_inputs))
-    return env_state, obs, trajectory
+    (env_state, obs, carry), trajectory = jax.lax.scan(
+        step, (env_state, obs, carry), (act_keys, step_keys, reset_inputs))
+    return env_state, obs, carry, trajectory
+
+
+def _expand(done, like):
+    """done [num_envs] broadcast against an array [num_envs, ...]."""
+    return done.reshape(done.shape + (1,) * (like.ndim - done.ndim))

@@ -11,10 +11,14 @@ concatenated): the random stream and the learning-rate schedule live in the stat
 One update, all inside one `lax.scan` over updates:
 
     1. rollout      num_steps of the current policy in num_envs environments
-                    (rewards x reward_scale; with normalize_reward, / running std of the return)
-    2. GAE          bootstrap a time limit from V(final observation); cut on termination
+                    (rewards x reward_scale; with normalize_reward, / running std of the return;
+                    a recurrent policy's memory restarts where an episode ended)
+    2. GAE          bootstrap a time limit from V(final observation), with the memory that
+                    saw it; cut on termination
     3. optimise     for epoch in range(max_epochs):            (masked beyond update_epochs
                         shuffle the batch into minibatches      or after a KL early stop)
+                        (single steps; a recurrent policy's: whole sequences, replayed
+                        from the memory they started with)
                         for each minibatch: clipped PPO loss -> global-norm clip -> Adam
                     stop early once an epoch's mean k3 KL > 1.5 * target_kl
     4. diagnostics  per epoch (KL, clip fraction) and per update (losses, episodes, ...)
@@ -31,7 +35,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import optax
-from flax import struct
+from purejaxppo import pytree
 
 from purejaxppo.agent import make_agent
 from purejaxppo.config import ACTION_KIND_FIELDS, HParams, PPOConfig, check_config, check_hparams
@@ -49,7 +53,7 @@ PER_UPDATE_MEANS = ("policy_loss", "value_loss", "entropy", "total_loss", "grad_
 PROGRESS_POINTS = 25  # host callbacks per run for live progress (measured: benchmarks/logging_overhead.py)
 
 
-@struct.dataclass
+@pytree.dataclass
 class LearnerState:
     """Everything a run carries from one update to the next: save it to resume, load it to act."""
 
@@ -69,7 +73,7 @@ class LearnerState:
 RunnerState = LearnerState  # its name before 0.2
 
 
-@struct.dataclass
+@pytree.dataclass
 class TrainResult:
     state: LearnerState
     metrics: dict  # name -> [num_updates, ...]; see the README's metrics table
@@ -125,7 +129,7 @@ class Learner:
     def init(self, key) -> LearnerState:
         agent_key, env_key, run_key = jax.random.split(key, 3)
         obs, env_state = jax.vmap(self.env.reset)(jax.random.split(env_key, self.cfg.num_envs))
-        params, agent_state = self.agent.init(agent_key, obs[0])
+        params, agent_state = self.agent.init(agent_key, obs[0], self.cfg.num_envs)
         opt_state = make_optimizer(1.0, 1.0).init(params)
         reward_scaler = init_reward_scaler(self.cfg.num_envs) if self.cfg.normalize_reward else {}
         nan = jnp.float32(jnp.nan)
@@ -160,8 +164,10 @@ class Learner:
 
         # 1. rollout
         policy = functools.partial(agent.act, state.params, state.agent_state)
-        env_state, obs, traj = rollout(self.env, policy, state.env_state, state.obs, rollout_key, cfg.num_steps,
-                                        resets=self.env.reset_strategy)
+        start_carry = agent.carry(state.agent_state)
+        env_state, obs, carry, traj = rollout(self.env, policy, state.env_state, state.obs, rollout_key,
+                                              cfg.num_steps, resets=self.env.reset_strategy, carry=start_carry,
+                                              initial_carry=agent.initial_carry(cfg.num_envs))
         chex.assert_shape(traj.reward, (cfg.num_steps, cfg.num_envs))
         reward, reward_scaler = traj.reward * cfg.reward_scale, state.reward_scaler
         if cfg.normalize_reward:
@@ -169,12 +175,15 @@ class Learner:
                                                   cfg.reward_clip)
 
         # 2. GAE, bootstrapping from the value of each step's final observation
-        _, next_values = agent.apply(state.params, state.agent_state, traj.final_obs)
+        _, next_values, _ = agent.step(state.params, state.agent_state, traj.hidden, traj.final_obs)
         advantages, targets = gae(reward, traj.value, next_values, traj.terminated,
                                   traj.truncated, hp.gamma, hp.gae_lambda)
-        batch = jax.tree.map(lambda x: x.reshape(cfg.batch_size, *x.shape[2:]), {
-            "obs": traj.obs, "action": traj.action, "old_log_prob": traj.log_prob,
-            "old_value": traj.value, "advantage": advantages, "target": targets})
+        steps = {"obs": traj.obs, "done": traj.episode_done, "action": traj.action, "old_log_prob": traj.log_prob,
+                 "old_value": traj.value, "advantage": advantages, "target": targets}
+        if agent.recurrent:  # the batch's leading axis is what minibatches split: whole sequences [envs, steps]
+            batch = {**jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), steps), "carry": start_carry}
+        else:  # single steps [num_envs * num_steps]
+            batch = {**jax.tree.map(lambda x: x.reshape(cfg.batch_size, *x.shape[2:]), steps), "carry": ()}
 
         # 3. optimise: max_epochs epochs, those past update_epochs or a KL stop masked
         lr = learning_rate(hp, state.updates_done, cfg.num_updates)
@@ -221,7 +230,7 @@ class Learner:
                          lambda: jax.debug.callback(self.progress, updates_done, last_return), lambda: None)
 
         # 5. observe
-        agent_state = agent.observe(state.agent_state, traj.obs)
+        agent_state = agent.with_carry(agent.observe(state.agent_state, traj.obs), carry)
 
         state = state.replace(params=params, opt_state=opt_state, agent_state=agent_state,
                               reward_scaler=reward_scaler, env_state=env_state, obs=obs, key=key,
@@ -230,16 +239,18 @@ class Learner:
         return state, metrics
 
     def _epoch(self, params, opt_state, key, batch, agent_state, hp, lr):
-        """One pass over the whole batch in freshly shuffled minibatches."""
+        """One pass over the whole batch in freshly shuffled minibatches (of single steps,
+        or of whole sequences)."""
         num_minibatches = self.cfg.num_minibatches
-        order = jax.random.permutation(key, self.cfg.batch_size)
+        order = jax.random.permutation(key, self.cfg.num_envs if self.agent.recurrent else self.cfg.batch_size)
         minibatches = jax.tree.map(lambda x: x[order].reshape(num_minibatches, -1, *x.shape[1:]), batch)
 
         def sgd_step(carry, minibatch):
             params, opt_state = carry
 
             def loss(p):
-                dist, value = self.agent.apply(p, agent_state, minibatch["obs"])
+                dist, value = self.agent.unroll(p, agent_state, minibatch["carry"], minibatch["obs"],
+                                                minibatch["done"])
                 return ppo_loss(dist.log_prob(minibatch["action"]), dist.entropy(), value, minibatch, hp)
 
             (_, diagnostics), grads = jax.value_and_grad(loss, has_aux=True)(params)
@@ -255,10 +266,10 @@ class Learner:
     def _clip_cases(self, params, agent_state, batch, clip_eps):
         """[2, 3] counts of the updated policy's ratios on the batch: (advantage >= 0, < 0)
         x (inside the band, above it, below it)."""
-        dist, _ = self.agent.apply(params, agent_state, batch["obs"])
-        ratio = jnp.exp(dist.log_prob(batch["action"]) - batch["old_log_prob"])
+        dist, _ = self.agent.unroll(params, agent_state, batch["carry"], batch["obs"], batch["done"])
+        ratio = jnp.ravel(jnp.exp(dist.log_prob(batch["action"]) - batch["old_log_prob"]))
         regions = jnp.stack([jnp.abs(ratio - 1.0) <= clip_eps, ratio > 1.0 + clip_eps, ratio < 1.0 - clip_eps])
-        positive = batch["advantage"] >= 0
+        positive = jnp.ravel(batch["advantage"]) >= 0
         return jnp.stack([jnp.sum(regions & positive, axis=1),
                           jnp.sum(regions & ~positive, axis=1)]).astype(jnp.int32)
 
@@ -288,25 +299,49 @@ def make_train(cfg: PPOConfig, progress=None, eval_episodes: int = 0):
     return train
 
 
-def make_policy(cfg: PPOConfig, state: LearnerState):
+def make_policy(cfg: PPOConfig, state: LearnerState) -> "Policy":
     """A deployable policy of one run's state: `act(obs, key=None) -> env action`.
 
     `obs` is one observation [obs_size] or a batch [n, obs_size]; without a key the
     policy acts by its mode (argmax / mean), with one it samples. It goes through the
     same agent as training (continuous actions clipped to the action bounds), so a loaded
     policy acts exactly as it did in training. Jitted; one compile per shape.
+
+    A recurrent policy (`policy: gru`) remembers: `act` keeps one memory per row of the
+    batch from call to call. Pass `new_episode=True` (or one bool per row) with the first
+    observation of each episode to start that row afresh; the first call, and a call with
+    another batch size, start every row afresh; `act.reset()` forgets everything.
     """
-    agent = Learner(cfg).agent
-    params, agent_state = state.params, state.agent_state
+    return Policy(Learner(cfg).agent, state.params, state.agent_state)
 
-    @functools.partial(jax.jit, static_argnums=2)
-    def policy(obs, key, deterministic):
-        batch = obs if obs.ndim == 2 else obs[None]
-        env_action, _, _, _ = agent.act(params, agent_state, batch, key, deterministic)
-        return env_action if obs.ndim == 2 else env_action[0]
 
-    def act(obs, key=None):
+class Policy:
+    """See `make_policy`."""
+
+    def __init__(self, agent, params, agent_state):
+        self.agent, self.params, self.agent_state = agent, params, agent_state
+        self.carry = None  # the memory of the last call's rows (recurrent policies)
+        self._act = jax.jit(self._step, static_argnums=4)
+
+    def _step(self, carry, obs, key, new_episode, deterministic):
+        fresh = self.agent.initial_carry(obs.shape[0])
+        carry = jax.tree.map(lambda f, c: jnp.where(new_episode.reshape(-1, *[1] * (c.ndim - 1)), f, c),
+                             fresh, carry)
+        carry, env_action, _, _, _ = self.agent.act(self.params, self.agent_state, carry, obs, key, deterministic)
+        return carry, env_action
+
+    def reset(self) -> None:
+        """Forget the memory: the next call starts every row afresh."""
+        self.carry = None
+
+    def __call__(self, obs, key=None, new_episode=False):
         obs = jnp.asarray(obs, jnp.float32)
-        return policy(obs, jax.random.PRNGKey(0) if key is None else key, key is None)
-
-    return act
+        batch = obs if obs.ndim == 2 else obs[None]
+        rows = batch.shape[0]
+        carry = self.carry
+        if carry is None or (self.agent.recurrent and carry.shape[0] != rows):
+            carry, new_episode = self.agent.initial_carry(rows), True
+        new_episode = jnp.broadcast_to(jnp.asarray(new_episode, jnp.bool_), (rows,))
+        self.carry, env_action = self._act(carry, batch, jax.random.PRNGKey(0) if key is None else key,
+                                           new_episode, key is None)
+        return env_action if obs.ndim == 2 else env_action[0]

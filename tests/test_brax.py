@@ -17,9 +17,9 @@ PENDULUM = {"backend": "spring"}
 
 def push(force):
     """A policy that pushes with a constant force (and says its value is 1 + sum(obs))."""
-    def policy(obs, key):
+    def policy(carry, obs, key):
         action = jnp.full((obs.shape[0], 1), force, jnp.float32)
-        return action, action, jnp.zeros(obs.shape[0]), 1.0 + jnp.sum(obs, axis=-1)
+        return carry, action, action, jnp.zeros(obs.shape[0]), 1.0 + jnp.sum(obs, axis=-1)
     return policy
 
 
@@ -36,7 +36,7 @@ def pendulum_rollouts():
     short = ppo.make_env(ppo.make_config({"env": "brax/inverted_pendulum",
                                           "env_params": {**PENDULUM, "episode_length": 4}}))
     long = ppo.make_env(ppo.make_config({"env": "brax/inverted_pendulum", "env_params": PENDULUM}))
-    return run(short, push(0.0), 2, 10)[2], run(long, push(3.0), 2, 40)[2]
+    return run(short, push(0.0), 2, 10)[3], run(long, push(3.0), 2, 40)[3]
 
 
 def test_the_time_limit_truncates_and_the_environments_done_terminates(pendulum_rollouts):
@@ -70,7 +70,7 @@ def test_slots_that_reset_together_start_from_different_fresh_states(pendulum_ro
     # a later rollout (new key) draws new ones
     env = ppo.make_env(ppo.make_config({"env": "brax/inverted_pendulum",
                                         "env_params": {**PENDULUM, "episode_length": 4}}))
-    later = run(env, push(0.0), 2, 10, seed=5)[2]
+    later = run(env, push(0.0), 2, 10, seed=5)[3]
     assert not np.array_equal(np.asarray(later.obs[4]), starts[1])
 
 
@@ -79,7 +79,7 @@ def test_action_repeat_sums_rewards_and_shortens_the_episode():
     env = ppo.make_env(cfg)
     assert env.max_episode_steps == 4
     one = ppo.make_env(ppo.make_config({"env": "brax/fast", "env_params": {"episode_length": 12}}))
-    repeated, single = run(env, push(1.0), 1, 4)[2], run(one, push(1.0), 1, 12)[2]
+    repeated, single = run(env, push(1.0), 1, 4)[3], run(one, push(1.0), 1, 12)[3]
     np.testing.assert_allclose(repeated.reward[:, 0], np.asarray(single.reward[:, 0]).reshape(4, 3).sum(1),
                                rtol=1e-5)
     np.testing.assert_array_equal(repeated.truncated[:, 0], [0, 0, 0, 1])

@@ -58,11 +58,11 @@ def test_load_and_make_policy_act_as_in_training(saved):
     learner = ppo.Learner(cfg)
     obs = np.asarray(state.obs)
     act = ppo.make_policy(loaded_cfg, state)
-    greedy, *_ = learner.agent.act(state.params, state.agent_state, obs, None, deterministic=True)
+    _, greedy, *_ = learner.agent.act(state.params, state.agent_state, (), obs, None, deterministic=True)
     np.testing.assert_array_equal(act(obs), greedy)
     np.testing.assert_array_equal(act(obs[0]), greedy[0])
     key = jax.random.PRNGKey(4)
-    sampled, *_ = learner.agent.act(state.params, state.agent_state, obs, key)
+    _, sampled, *_ = learner.agent.act(state.params, state.agent_state, (), obs, key)
     np.testing.assert_array_equal(act(obs, key), sampled)
     # and the loaded state evaluates to the returns training reported for the final policy
     returns = jax.jit(learner.evaluate, static_argnums=(1, 2))(state, 8, True)

@@ -33,9 +33,9 @@ def flat(result):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_train_keeps_the_numbers_saved_before_the_learner_state(case):
-    """tests/data/train_reference.npz was written by the learner before init/run/evaluate
-    and optax's global-norm clip: the clip computes (g / norm) * max_norm where the old code
-    computed g * (max_norm / norm), so parameters agree to float rounding; episodes, keys and
+    """tests/data/train_reference.npz (see make_train_reference.py for its history): parameters
+    and losses agree to float rounding (optax's global-norm clip computes (g / norm) * max_norm
+    where the first reference's code computed g * (max_norm / norm)); episodes, keys and
     evaluation exactly."""
     reference = np.load(Path(__file__).parent / "data" / "train_reference.npz")
     got = flat(jax.jit(ppo.make_train(ppo.make_config(CASES[case]), eval_episodes=4))(jax.random.PRNGKey(3)))

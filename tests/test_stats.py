@@ -224,7 +224,6 @@ def test_import_purejaxppo_loads_no_plotting_or_scipy():
     done = subprocess.run([sys.executable, "-c", IMPORT_PROBE], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert "matplotlib" not in seen["loaded"] and "scipy" not in seen["loaded"], seen
-    # rich does arrive today, but from flax (flax.linen.summary imports it): no module of ours may ask for it
-    assert not any(str(who).startswith("purejaxppo") for who in seen["importers"].values()), seen
+    # none of them: the networks are plain JAX (flax.linen would bring rich, via flax.linen.summary)
+    assert not seen["loaded"], seen
     assert not seen["report"]  # a sweep spec is checked without the report module (no sweep <-> report cycle)

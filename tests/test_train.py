@@ -112,12 +112,12 @@ def test_continuous_actions_are_clipped_for_the_env_only():
     params = jax.tree_util.tree_map_with_path(
         lambda path, x: x + 10.0 if "actor" in str(path) and "Dense_2" in str(path) and "bias" in str(path)
         else x, params)
-    env_action, action, log_prob, _ = agent.act(params, agent_state, obs, jax.random.PRNGKey(1))
+    _, env_action, action, log_prob, _ = agent.act(params, agent_state, (), obs, jax.random.PRNGKey(1))
     high = float(env.action_space.high[0])
     assert high == 2.0
     np.testing.assert_array_equal(env_action, high)
     assert np.all(np.asarray(action) > 5.0)  # stored unclipped
-    dist, _ = agent.apply(params, agent_state, obs)
+    dist, _, _ = agent.step(params, agent_state, (), obs)
     np.testing.assert_allclose(log_prob, dist.log_prob(action))
 
 
@@ -156,11 +156,11 @@ def test_rollout_resets_batched_or_in_the_loop_give_the_same_trajectory():
     policy = functools.partial(agent.act, params, agent_state)
     outs = {mode: jax.jit(lambda s, o, mode=mode: rollout(env, policy, s, o, jax.random.PRNGKey(3), 40, mode))(
         state, obs) for mode in ("per_step", "in_loop", "per_rollout")}
-    assert int(np.sum(outs["per_step"][2].episode_done)) >= 3
+    assert int(np.sum(outs["per_step"][3].episode_done)) >= 3
     chex.assert_trees_all_equal(outs["per_step"], outs["in_loop"])
-    first_episode = outs["per_step"][2].obs[:5]  # every episode lasts 5 steps: the first ends at step 4
-    np.testing.assert_array_equal(outs["per_rollout"][2].obs[:5], first_episode)
+    first_episode = outs["per_step"][3].obs[:5]  # every episode lasts 5 steps: the first ends at step 4
+    np.testing.assert_array_equal(outs["per_rollout"][3].obs[:5], first_episode)
     # the second and third episodes of each env start from the same fresh state
-    per_rollout = np.asarray(outs["per_rollout"][2].obs)
+    per_rollout = np.asarray(outs["per_rollout"][3].obs)
     np.testing.assert_array_equal(per_rollout[5], per_rollout[10])
     assert not np.array_equal(per_rollout[5], first_episode[0])

@@ -9,7 +9,9 @@ gymnax never imports Brax.
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import importlib.util
 from typing import Any, Mapping, Protocol
 
 from purejaxppo.envs.base import ActionSpace, Env
@@ -18,8 +20,14 @@ from purejaxppo.envs.wrappers import AutoReset, EpisodeStats
 from purejaxppo.errors import ConfigError
 
 # family prefix -> (module, adapter class); a name without a prefix is a gymnax name
-FAMILIES = {"gymnax": ("purejaxppo.envs.gymnax", "GymnaxEnv"), "brax": ("purejaxppo.envs.brax", "BraxEnv")}
+FAMILIES = {"gymnax": ("purejaxppo.envs.gymnax", "GymnaxEnv"), "brax": ("purejaxppo.envs.brax", "BraxEnv"),
+            "craftax": ("purejaxppo.envs.craftax", "CraftaxEnv"),
+            "xminigrid": ("purejaxppo.envs.xminigrid", "XMiniGridEnv"),
+            "jumanji": ("purejaxppo.envs.jumanji", "JumanjiEnv")}
 DEFAULT_FAMILY = "gymnax"
+# families installed as optional extras: family -> (the library's module, the extra that installs it)
+EXTRAS = {"craftax": ("craftax", "craftax"), "xminigrid": ("xminigrid", "xminigrid"),
+          "jumanji": ("jumanji", "jumanji")}
 
 
 class EnvConfig(Protocol):
@@ -35,7 +43,9 @@ def split_name(env: str) -> tuple[str, str]:
     if not sep:
         return DEFAULT_FAMILY, env
     if family not in FAMILIES:
-        raise ConfigError("env", env, f"unknown environment family {family!r}; known: "
+        close = difflib.get_close_matches(family, list(FAMILIES), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}/{name}? " if close else ""
+        raise ConfigError("env", env, f"unknown environment family {family!r}; {hint}known: "
                           f"{', '.join(f'{f}/' for f in FAMILIES)} (a bare name is a gymnax name)")
     return family, name
 
@@ -43,6 +53,9 @@ def split_name(env: str) -> tuple[str, str]:
 def make_raw_env(env: str, env_params: Mapping[str, Any] | None = None) -> Env:
     """The adapter alone (no auto-reset, no episode statistics); raises ConfigError."""
     family, name = split_name(env)
+    if family in EXTRAS and importlib.util.find_spec(EXTRAS[family][0]) is None:
+        raise ConfigError("env", env, f"needs the optional {family} package, not installed here: "
+                          f"pip install 'purejaxppo[{EXTRAS[family][1]}]'")
     module, cls = FAMILIES[family]
     return getattr(importlib.import_module(module), cls)(name, dict(env_params or {}))
 

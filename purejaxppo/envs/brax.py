@@ -30,7 +30,7 @@ import warnings
 
 import jax
 import jax.numpy as jnp
-from flax import struct
+from purejaxppo import pytree
 
 from purejaxppo.envs.base import ActionSpace, param_value
 from purejaxppo.errors import ConfigError
@@ -90,7 +90,7 @@ def _constructor_arguments(cls) -> dict[str, object]:
     return arguments
 
 
-@struct.dataclass
+@pytree.dataclass
 class BraxState:
     env_state: object       # brax.envs.State
     steps: jnp.ndarray      # agent steps taken in this episode

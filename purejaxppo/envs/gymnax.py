@@ -29,7 +29,7 @@ def _make(name: str):
     if name not in env_names():
         close = difflib.get_close_matches(name, env_names(), n=4, cutoff=0.4)
         hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(env_names())}"
-        raise ConfigError("env", name, f"unknown gymnax environment; {hint} (other families: gymnax/, brax/)")
+        raise ConfigError("env", name, f"unknown gymnax environment; {hint} (other families: brax/, craftax/, xminigrid/, jumanji/)")
     return gymnax.make(name)
 
 

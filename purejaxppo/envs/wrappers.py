@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from flax import struct
+from purejaxppo import pytree
 
 
 class Wrapper:
@@ -18,7 +18,7 @@ class Wrapper:
         self.reset_strategy = env.reset_strategy
 
 
-@struct.dataclass
+@pytree.dataclass
 class EpisodeStatsState:
     env_state: object
     episode_return: jnp.ndarray

@@ -33,7 +33,7 @@ from rich.table import Table
 from purejaxppo import __version__, configs
 from purejaxppo.experiments import replay, report
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints, evaluate_folder, load
-from purejaxppo.config import ConfigError, load_config, make_config, parse_override, text_table
+from purejaxppo.config import ConfigError, PPOConfig, load_config, make_config, parse_override, text_table
 from purejaxppo.errors import NO_VALUE, UsageError
 from purejaxppo.experiments.live import LiveLog, check_wandb
 from purejaxppo.experiments.parallel import init_distributed_from_env, is_writer, use_all_cpu_cores
@@ -213,6 +213,7 @@ def _start(args):
     saved = Checkpoints(folder / "checkpoints", create=False).meta()
     saved = {k: saved[k] for k in ("command", "config", "spec", "first_seed", "checkpoint_every", "max_parallel",
                                    "keep")}
+    saved["config"] = {**PPOConfig().to_dict(), **saved["config"]}  # a key added since: the run had its default
     if saved["command"] != args.command:
         raise CheckpointError(f"{folder} holds a {saved['command']} run: resume it with "
                               f"purejaxppo {saved['command']} --resume {folder}")

@@ -23,16 +23,17 @@ def episode(cfg: PPOConfig, env: BraxEnv, state, key, deterministic: bool = True
         obs, env_state = env.reset(reset_key)
 
         def step(carry, step_key):
-            obs, env_state, done = carry
+            obs, env_state, memory, done = carry
             act_key, env_key = jax.random.split(step_key)
-            action, *_ = agent.act(state.params, state.agent_state, obs[None], act_key, deterministic)
+            memory, action, *_ = agent.act(state.params, state.agent_state, memory, obs[None], act_key,
+                                           deterministic)
             obs, env_state, reward, terminated, truncated, _ = env.step(env_key, env_state, action[0])
             out = (env_state.env_state.pipeline_state, reward * ~done, done)
-            return (obs, env_state, done | terminated | truncated), out
+            return (obs, env_state, memory, done | terminated | truncated), out
 
         first = env_state.env_state.pipeline_state
         _, (states, rewards, done_before) = jax.lax.scan(
-            step, (obs, env_state, False), jax.random.split(key, env.max_episode_steps))
+            step, (obs, env_state, agent.initial_carry(1), False), jax.random.split(key, env.max_episode_steps))
         return first, states, rewards, done_before
 
     first, states, rewards, done_before = jax.device_get(play(key))

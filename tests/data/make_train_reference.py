@@ -1,6 +1,11 @@
-"""Writes train_reference.npz: run once at main 60a2441, before the learner state was split
-into init / run / evaluate, so that tests/test_train.py can check that training keeps its
-numbers. Kept for the record; rerunning it on newer code only copies that code's numbers."""
+"""Writes train_reference.npz, so that tests/test_learner.py can check that training keeps its
+numbers. Kept for the record; rerunning it on newer code only copies that code's numbers.
+
+First written at main 60a2441, before the learner state was split into init / run /
+evaluate. Rewritten once, when the networks moved off flax.linen (0.4): the same layers,
+parameter layout and initial distributions, drawn from other keys. Before rewriting, the
+new learner given the old initial parameters reproduced the old file (to the test's
+tolerances: episodes, keys and evaluations exactly)."""
 import jax
 import numpy as np
 
