@@ -35,8 +35,8 @@ import chex
 import jax
 import jax.numpy as jnp
 import optax
-from purejaxppo import pytree
 
+from purejaxppo import pytree
 from purejaxppo.agent import make_agent
 from purejaxppo.config import ACTION_KIND_FIELDS, HParams, PPOConfig, check_config, check_hparams
 from purejaxppo.errors import ConfigError

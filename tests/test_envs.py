@@ -6,6 +6,7 @@ import pytest
 import purejaxppo as ppo
 from purejaxppo.envs import AutoReset, EpisodeStats
 from purejaxppo.envs.gymnax import GymnaxEnv
+from purejaxppo.errors import ConfigError
 
 
 @pytest.mark.parametrize("name", ["CartPole-v1", "Pendulum-v1", "Acrobot-v1", "Breakout-MinAtar",
@@ -59,3 +60,14 @@ def test_minatar_observations_are_flattened():
     obs, state, reward, terminated, truncated, info = env.step(jax.random.PRNGKey(1), state, 0)
     assert info["final_observation"].shape == (400,)
     assert terminated.dtype == jnp.bool_ and truncated.dtype == jnp.bool_
+
+
+@pytest.mark.parametrize("family", ["craftax", "xminigrid", "jumanji"])
+def test_a_family_whose_extra_is_not_installed_names_the_pip_command(family, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == family else real(name, *a))
+    with pytest.raises(ConfigError, match=rf"pip install 'purejaxppo\[{family}\]'") as error:
+        ppo.make_config({"env": f"{family}/Anything-v1"})
+    assert error.value.field == "env"

@@ -53,6 +53,11 @@ class Env(Protocol):
     def step(self, key, state, action): ...
 
 
+def flat_obs(obs, size: int):
+    """An observation of any shape as the protocol's flat float32 vector [size]."""
+    return jnp.reshape(obs, (size,)).astype(jnp.float32)
+
+
 # --------------------------------------------------------------------------------------
 # Checking an environment parameter against its default (every adapter)
 # --------------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ import math
 
 import jax.numpy as jnp
 
-from purejaxppo.envs.base import ActionSpace, param_value
+from purejaxppo.envs.base import ActionSpace, flat_obs, param_value
 from purejaxppo.errors import ConfigError
 
 # name -> (module, class without auto-reset, module of its Achievement enum)
@@ -133,19 +133,16 @@ class CraftaxEnv:
         """Craftax's EnvParams, with the configured overrides."""
         return self._params
 
-    def _flat(self, obs):
-        return jnp.reshape(obs, (self.obs_size,)).astype(jnp.float32)
-
     def reset(self, key):
         obs, state = self._env.reset_env(key, self._params)
-        return self._flat(obs), state
+        return flat_obs(obs, self.obs_size), state
 
     def step(self, key, state, action):
         """One transition, without auto-reset (see `AutoReset`)."""
         obs, state, reward, _, _ = self._env.step_env(key, state, action, self._params)
         terminated = self._env.is_terminal(state, self._no_time_limit)
         truncated = state.timestep >= self.max_episode_steps
-        return (self._flat(obs), state, jnp.asarray(reward, jnp.float32),
+        return (flat_obs(obs, self.obs_size), state, jnp.asarray(reward, jnp.float32),
                 jnp.asarray(terminated, jnp.bool_), jnp.asarray(truncated, jnp.bool_), {})
 
     def achievements(self, state):

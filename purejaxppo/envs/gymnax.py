@@ -8,7 +8,7 @@ import math
 
 import jax.numpy as jnp
 
-from purejaxppo.envs.base import ActionSpace, param_value
+from purejaxppo.envs.base import ActionSpace, flat_obs, param_value
 from purejaxppo.errors import ConfigError
 
 # Registered in gymnax but left out on purpose, with the reason.
@@ -29,7 +29,8 @@ def _make(name: str):
     if name not in env_names():
         close = difflib.get_close_matches(name, env_names(), n=4, cutoff=0.4)
         hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(env_names())}"
-        raise ConfigError("env", name, f"unknown gymnax environment; {hint} (other families: brax/, craftax/, xminigrid/, jumanji/)")
+        raise ConfigError("env", name, f"unknown gymnax environment; {hint} (other families: brax/, craftax/, "
+                          f"xminigrid/, jumanji/)")
     return gymnax.make(name)
 
 
@@ -76,16 +77,13 @@ class GymnaxEnv:
                 low=jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), shape),
                 high=jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), shape))
 
-    def _flat(self, obs):
-        return jnp.reshape(obs, (self.obs_size,)).astype(jnp.float32)
-
     def reset(self, key):
         obs, state = self._env.reset(key, self._params)
-        return self._flat(obs), state
+        return flat_obs(obs, self.obs_size), state
 
     def step(self, key, state, action):
         """One transition, without gymnax's built-in auto-reset (see `AutoReset`)."""
         obs, state, reward, terminated, _ = self._env.step_env(key, state, action, self._params)
         truncated = self._env.is_truncated(state, self._params)
-        return (self._flat(obs), state, jnp.asarray(reward, jnp.float32),
+        return (flat_obs(obs, self.obs_size), state, jnp.asarray(reward, jnp.float32),
                 jnp.asarray(terminated, jnp.bool_), jnp.asarray(truncated, jnp.bool_), {})

@@ -6,6 +6,8 @@
     purejaxppo sweep --resume DIR
     purejaxppo eval DIR [--episodes 100] [--seed S] [--stochastic] [--step N] [--json] [--render F.html]
     purejaxppo configs                                                  (the shipped configs, usable by name)
+    purejaxppo bench [--quick] [...]                                    (the timing suite, from a checkout)
+    (train, sweep and eval reuse compiled programs from a persistent cache; --no-cache: not)
     purejaxppo --version
 
 `train` is a one-point sweep: both run through `sweep.sweep` (chunks, checkpoints,
@@ -31,7 +33,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from purejaxppo import __version__, configs
-from purejaxppo.experiments import replay, report
+from purejaxppo.experiments import compile_cache, replay, report
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints, evaluate_folder, load
 from purejaxppo.config import ConfigError, PPOConfig, load_config, make_config, parse_override, text_table
 from purejaxppo.errors import NO_VALUE, UsageError
@@ -72,6 +74,13 @@ def _add_run_options(parser: argparse.ArgumentParser, runs: str, folder: str) ->
                         help="continue the run in DIR from its newest complete checkpoint")
     parser.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events (DIR/tensorboard)")
     parser.add_argument("--wandb", metavar="PROJECT", help="also log to Weights & Biases (needs wandb installed)")
+    _add_cache_option(parser)
+
+
+def _add_cache_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-cache", action="store_true",
+                        help="compile everything afresh (default: reuse compiled programs from the persistent "
+                             f"cache in {compile_cache.default_folder()}; $PUREJAXPPO_CACHE_DIR moves it)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -102,7 +111,12 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     evaluate.add_argument("--render", metavar="FILE.html",
                           help="Brax envs: also write an HTML replay of one episode of run 0 (a new file)")
+    _add_cache_option(evaluate)
     sub.add_parser("configs", help="list the shipped configs (use them by name: purejaxppo train cartpole)")
+    bench = sub.add_parser("bench", help="the timing suite (from a checkout of the repository): "
+                                         "purejaxppo bench --quick; purejaxppo bench --help for its options",
+                           add_help=False)
+    bench.add_argument("options", nargs=argparse.REMAINDER, help="passed to benchmarks/suite.py")  # see main
     return parser
 
 
@@ -113,6 +127,19 @@ def _source(text: str | None) -> str | None:
         return text
     shipped = configs.find(text)
     return str(shipped) if shipped is not None else text
+
+
+def bench_command(options: list[str]) -> int:
+    """The timing suite lives in the repository's benchmarks/ folder, beside the package
+    (a wheel does not carry it)."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "benchmarks" / "suite.py").is_file():
+        raise UsageError("purejaxppo bench runs the timing suite in the repository's benchmarks/ folder, which "
+                         "this install does not have: clone the repository, pip install -e it, and run it there")
+    sys.path.insert(0, str(root))
+    from benchmarks import suite
+
+    return suite.main(options)
 
 
 def configs_command() -> int:
@@ -404,8 +431,20 @@ def _histogram(values, bins: int = 10, width: int = 40) -> str:
 def main(argv=None) -> int:
 
     use_all_cpu_cores()  # seeds spread over the cores; before JAX starts its backend
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:  # every option, --help too, is the suite's
+        try:
+            return bench_command(argv[1:])
+        except UsageError as error:
+            print(f"purejaxppo: error: {error}", file=sys.stderr)
+            return 2
     args = _parser().parse_args(argv)
     init_distributed_from_env()  # several processes: each computes its shard, process 0 writes
+    if not getattr(args, "no_cache", True):
+        try:
+            compile_cache.enable()  # before anything compiles
+        except OSError as error:
+            print(f"purejaxppo: compiling without the persistent cache: {error}", file=sys.stderr)
     try:
         if args.command == "configs":
             return configs_command()

@@ -29,6 +29,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from purejaxppo.errors import ResourceError
+from purejaxppo.experiments import compile_cache
 
 CPU_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 
@@ -178,7 +179,8 @@ class ShardedBuckets:
                 raise ResourceError("runs", sum(layout.num_runs for layout in self._layouts),
                                     f"their results alone need {_size(results)} per device, more than the "
                                     f"{_size(memory_bytes)} it has free; run fewer runs or updates at a time")
-        self._compiled = lowered.compile()
+        with compile_cache.quiet_cache_loads():
+            self._compiled = lowered.compile()
         self.compile_seconds = time.perf_counter() - start
         self.memory = self._compiled.memory_analysis()  # per device; None where XLA does not say
         if memory_bytes is not None and self.memory is not None:

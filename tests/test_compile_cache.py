@@ -1,0 +1,39 @@
+"""The command line's persistent compilation cache: a second run of the same config reads
+its programs from the cache (and computes the same numbers, without jaxlib's false alarms
+about machine features on stderr); --no-cache writes none."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+CONFIG = "env: CartPole-v1\nnum_envs: 4\nnum_steps: 16\nnum_minibatches: 2\ntotal_timesteps: 256\n"
+
+
+def train(folder, cache, *options):
+    env = {**os.environ, "PUREJAXPPO_CACHE_DIR": str(cache)}
+    done = subprocess.run([sys.executable, "-m", "purejaxppo", "train", "tiny.yaml", "--eval-episodes", "4",
+                           "--out", str(folder), *options], cwd=folder.parent, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "machine feature" not in done.stderr and "version compatibility" not in done.stderr  # false alarms
+    return (folder / "metrics.csv").read_text()
+
+
+def entries(cache):
+    return sorted(p.name for p in cache.iterdir() if p.name.endswith("-cache")) if cache.exists() else []
+
+
+@pytest.mark.slow
+def test_a_second_run_reads_its_programs_from_the_cache(tmp_path):
+    (tmp_path / "tiny.yaml").write_text(CONFIG)
+    cache = tmp_path / "cache"
+    first = train(tmp_path / "a", cache)
+    written = entries(cache)
+    assert written  # the run's programs
+    second = train(tmp_path / "b", cache)
+    assert entries(cache) == written  # every program found: nothing compiled, nothing new written
+    assert second == first  # the same executables: the same numbers
+    train(tmp_path / "c", tmp_path / "unused", "--no-cache")
+    assert entries(tmp_path / "unused") == []
