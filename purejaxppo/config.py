@@ -26,8 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import yaml
-from purejaxppo import pytree
 
+from purejaxppo import pytree
 from purejaxppo.envs import check_env_config
 from purejaxppo.errors import NO_VALUE, ConfigError
 

@@ -6,6 +6,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+
 from purejaxppo import pytree
 
 

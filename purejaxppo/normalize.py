@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
 from purejaxppo import pytree
+
 
 EPS = 1e-8  # added to the variance before its square root
 

@@ -30,8 +30,8 @@ import warnings
 
 import jax
 import jax.numpy as jnp
-from purejaxppo import pytree
 
+from purejaxppo import pytree
 from purejaxppo.envs.base import ActionSpace, param_value
 from purejaxppo.errors import ConfigError
 
