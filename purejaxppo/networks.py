@@ -127,8 +127,8 @@ class ActorCritic(_Heads):
         return self._distribution(params["params"], out), value, carry
 
     def unroll(self, params, carry, obs, done):
-        out, value = self._heads(params["params"], obs)
-        return self._distribution(params["params"], out), value
+        dist, value, _ = self.apply(params, carry, obs)  # no memory: every step alone
+        return dist, value
 
 
 class RecurrentActorCritic(_Heads):

@@ -106,6 +106,7 @@ def test_bad_names_and_settings_are_refused_naming_the_field(values, field, word
     assert error.value.field == field
 
 
+@pytest.mark.slow  # compiles a whole training program: run by .ci/run after the default suite
 def test_a_tiny_training_run_from_the_shipped_config():
     cfg = ppo.load_config("configs/jumanji/snake.yaml", {"num_envs": 4, "num_steps": 8, "total_timesteps": 64,
                                                          "hidden_sizes": [16], "num_minibatches": 2})

@@ -98,6 +98,7 @@ def test_every_offered_name_is_a_minigrid_name():
     assert not [n for n in names if not n.startswith("MiniGrid-")]
 
 
+@pytest.mark.slow  # compiles a whole training program: run by .ci/run after the default suite
 def test_a_tiny_training_run_from_the_shipped_config():
     cfg = ppo.load_config("configs/xminigrid/empty_5x5.yaml", {"num_envs": 4, "num_steps": 8, "total_timesteps": 64,
                                                                "hidden_sizes": [16], "num_minibatches": 2})

@@ -132,6 +132,7 @@ def test_a_deployed_recurrent_policy_remembers_and_restarts_where_told(case):
     np.testing.assert_array_equal(act(np.asarray(traj.obs[0])), greedy[0])
 
 
+@pytest.mark.slow  # compiles a whole training program: run by .ci/run after the default suite
 def test_checkpoints_carry_the_memory_and_resume_bit_for_bit(tmp_path):
     cfg = ppo.make_config({**GRU, "normalize_obs": True})
     spec = make_spec({"seeds": 2, "eval_episodes": 4})
