@@ -14,6 +14,7 @@ Keys are raw `jax.random.PRNGKey` arrays.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import numbers
 from typing import Any, Protocol
@@ -51,6 +52,28 @@ class Env(Protocol):
     def reset(self, key): ...
 
     def step(self, key, state, action): ...
+
+
+def unknown_param(name: str, key, value, known: list[str]) -> ConfigError:
+    """The refusal of `env_params.<key>`, not a parameter of `name`, with the closest of `known`."""
+    close = difflib.get_close_matches(str(key), known, n=2)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    return ConfigError(f"env_params.{key}", value, f"{name} has no such parameter; {hint}it has {', '.join(known)}")
+
+
+def with_params(name: str, default_params, overrides: dict, not_offered: dict | None = None):
+    """A library's dataclass of parameters (gymnax's, Craftax's EnvParams) with `overrides`,
+    each checked against its default (`param_value`); `not_offered`: fields refused, with why."""
+    not_offered = not_offered or {}
+    fields = sorted(f.name for f in dataclasses.fields(default_params) if f.name not in not_offered)
+    values = {}
+    for key, value in overrides.items():
+        if key in not_offered:
+            raise ConfigError(f"env_params.{key}", value, not_offered[key])
+        if key not in fields:
+            raise unknown_param(name, key, value, fields)
+        values[key] = param_value(name, key, getattr(default_params, key), value)
+    return default_params.replace(**values)
 
 
 def flat_obs(obs, size: int):

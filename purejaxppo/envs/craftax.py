@@ -39,13 +39,12 @@ reporting; `info` stays {}.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import math
 
 import jax.numpy as jnp
 
-from purejaxppo.envs.base import ActionSpace, flat_obs, param_value
+from purejaxppo.envs.base import ActionSpace, flat_obs, with_params
 from purejaxppo.errors import ConfigError
 
 # name -> (module, class without auto-reset, module of its Achievement enum)
@@ -90,21 +89,11 @@ def _make(name: str):
 
 
 def _with_params(name, default_params, overrides):
-    fields = [f.name for f in dataclasses.fields(default_params) if f.name not in NOT_OFFERED]
-    values = {}
-    for key in overrides:
-        if key in NOT_OFFERED:
-            raise ConfigError(f"env_params.{key}", overrides[key], NOT_OFFERED[key])
-        if key not in fields:
-            close = difflib.get_close_matches(str(key), sorted(fields), n=2)
-            hint = f"did you mean {', '.join(close)}? " if close else ""
-            raise ConfigError(f"env_params.{key}", overrides[key],
-                              f"craftax/{name} has no such parameter; {hint}it has {', '.join(sorted(fields))}")
-        values[key] = param_value(f"craftax/{name}", key, getattr(default_params, key), overrides[key])
-    if values.get("max_timesteps", 1) < 1:
+    params = with_params(f"craftax/{name}", default_params, overrides, NOT_OFFERED)
+    if "max_timesteps" in overrides and params.max_timesteps < 1:
         raise ConfigError("env_params.max_timesteps", overrides["max_timesteps"],
                           "must be at least 1: it is the time limit in steps")
-    return default_params.replace(**values)
+    return params
 
 
 class CraftaxEnv:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import math
 
 import jax.numpy as jnp
 
-from purejaxppo.envs.base import ActionSpace, flat_obs, param_value
+from purejaxppo.envs.base import ActionSpace, flat_obs, with_params
 from purejaxppo.errors import ConfigError
 
 # Registered in gymnax but left out on purpose, with the reason.
@@ -34,19 +33,6 @@ def _make(name: str):
     return gymnax.make(name)
 
 
-def _with_params(name, default_params, overrides):
-    fields = {f.name for f in dataclasses.fields(default_params)}
-    values = {}
-    for key in overrides:
-        if key not in fields:
-            close = difflib.get_close_matches(str(key), sorted(fields), n=2)
-            hint = f"did you mean {', '.join(close)}? " if close else ""
-            raise ConfigError(f"env_params.{key}", overrides[key],
-                              f"{name} has no such parameter; {hint}it has {', '.join(sorted(fields))}")
-        values[key] = param_value(name, key, getattr(default_params, key), overrides[key])
-    return default_params.replace(**values)
-
-
 class GymnaxEnv:
     """A gymnax environment with flat float32 observations and bool done flags.
 
@@ -63,7 +49,7 @@ class GymnaxEnv:
 
         self.name = name
         self._env, default_params = _make(name)
-        self._params = _with_params(name, default_params, dict(env_params or {}))
+        self._params = with_params(name, default_params, dict(env_params or {}))
         self.max_episode_steps = int(self._params.max_steps_in_episode)
         obs_shape = self._env.observation_space(self._params).shape
         self.obs_size = int(math.prod(obs_shape))

@@ -75,7 +75,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from purejaxppo import pytree
-from purejaxppo.envs.base import ActionSpace, param_value
+from purejaxppo.envs.base import ActionSpace, param_value, unknown_param
 from purejaxppo.errors import ConfigError
 
 MAX_ACTIONS = 10_000
@@ -202,10 +202,7 @@ def _make(name: str, overrides: dict):
             raise ConfigError(f"env_params.{key}", value, f"jumanji/{name}'s {key} takes a Python object: it "
                               f"cannot be set from a config; settable: {', '.join(known)}")
         else:
-            close = difflib.get_close_matches(str(key), known, n=2)
-            hint = f"did you mean {', '.join(close)}? " if close else ""
-            raise ConfigError(f"env_params.{key}", value,
-                              f"jumanji/{name} has no such parameter; {hint}it has {', '.join(known)}")
+            raise unknown_param(f"jumanji/{name}", key, value, known)
     try:
         env = jumanji.make(name, **kwargs) if kwargs else default_env
     except (ValueError, TypeError, AssertionError) as error:  # the environment's own checks

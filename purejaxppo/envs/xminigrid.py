@@ -52,7 +52,7 @@ import math
 
 import jax.numpy as jnp
 
-from purejaxppo.envs.base import ActionSpace, flat_obs, param_value
+from purejaxppo.envs.base import ActionSpace, flat_obs, param_value, unknown_param
 from purejaxppo.errors import ConfigError
 
 XLAND = ("needs a benchmark ruleset (xminigrid.load_benchmark downloads it from the internet) and is not "
@@ -109,10 +109,7 @@ def _params(name: str, overrides: dict):
     values = {}
     for key, value in overrides.items():
         if key not in fields:
-            close = difflib.get_close_matches(str(key), fields, n=2)
-            hint = f"did you mean {', '.join(close)}? " if close else ""
-            raise ConfigError(f"env_params.{key}", value,
-                              f"xminigrid/{name} has no such parameter; {hint}it has {', '.join(fields)}")
+            raise unknown_param(f"xminigrid/{name}", key, value, fields)
         values[key] = _check(f"xminigrid/{name}", key, value, getattr(defaults, key))
     return env, env.default_params(**{**spec.kwargs, **values})
 
