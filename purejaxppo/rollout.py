@@ -71,8 +71,7 @@ def rollout(env, policy, env_state, obs, key, num_steps, resets="per_step", carr
             terminated=terminated, truncated=truncated, final_obs=info["final_observation"],
             episode_done=info["episode_done"], episode_return=info["episode_return"],
             episode_length=info["episode_length"], hidden=carry)
-        carry = jax.tree.map(lambda fresh_c, c: jnp.where(_expand(info["episode_done"], c), fresh_c, c),
-                             initial_carry, carry)
+        carry = restart(carry, initial_carry, info["episode_done"])
         return (env_state, next_obs, carry), transition
 
     (env_state, obs, carry), trajectory = jax.lax.scan(
@@ -80,6 +79,7 @@ def rollout(env, policy, env_state, obs, key, num_steps, resets="per_step", carr
     return env_state, obs, carry, trajectory
 
 
-def _expand(done, like):
-    """done [num_envs] broadcast against an array [num_envs, ...]."""
-    return done.reshape(done.shape + (1,) * (like.ndim - done.ndim))
+def restart(carry, fresh, done):
+    """A policy's memory `carry` (rows [num_envs, ...], or ()) with the rows where `done`
+    [num_envs] is true replaced by `fresh`'s."""
+    return jax.tree.map(lambda f, c: jnp.where(done.reshape(done.shape + (1,) * (c.ndim - 1)), f, c), fresh, carry)

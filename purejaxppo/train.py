@@ -45,7 +45,7 @@ from purejaxppo.evaluate import evaluate
 from purejaxppo.gae import gae
 from purejaxppo.losses import explained_variance, ppo_loss
 from purejaxppo.normalize import init_reward_scaler, scale_rewards
-from purejaxppo.rollout import rollout
+from purejaxppo.rollout import restart, rollout
 
 ADAM_EPS = 1e-5
 PER_EPOCH_METRICS = ("kl_k1", "kl_k3", "clip_fraction", "ratio_outside")
@@ -325,8 +325,7 @@ class Policy:
 
     def _step(self, carry, obs, key, new_episode, deterministic):
         fresh = self.agent.initial_carry(obs.shape[0])
-        carry = jax.tree.map(lambda f, c: jnp.where(new_episode.reshape(-1, *[1] * (c.ndim - 1)), f, c),
-                             fresh, carry)
+        carry = restart(carry, fresh, new_episode)
         carry, env_action, _, _, _ = self.agent.act(self.params, self.agent_state, carry, obs, key, deterministic)
         return carry, env_action
 
