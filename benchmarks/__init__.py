@@ -1,1 +1,1 @@
-"""Benchmarks for purejaxppo; run `python -m benchmarks --help`. See benchmarks/README.md."""
+"""Benchmarks for purejaxppo: `python -m benchmarks --help` (the timing suite). See benchmarks/README.md."""

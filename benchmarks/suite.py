@@ -1,6 +1,6 @@
 """The benchmarks timing suite: a registry of cases, one timing helper, one results writer.
 
-    python -m benchmarks.suite [--quick] [--cases scaling,limit] [--rounds N] [--out DIR]
+    python -m benchmarks [--quick] [--cases scaling,limit,...] [--rounds N] [--out DIR]
 
 A case (benchmarks/suite_cases.py) is one small definition: a name, a title, sizes for
 --quick and for the full run, and a function that turns those sizes into groups. A group
@@ -35,11 +35,13 @@ import datetime as _dt
 import json
 import os
 import platform
+import queue
 import re
 import shlex
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -58,12 +60,16 @@ class Skip(Exception):
 
 @dataclasses.dataclass
 class Prepared:
-    """A compiled contender: `run()` executes it once and blocks until it is done."""
+    """A compiled contender: `run()` executes it once and blocks until it is done. When
+    `run()` returns a number, that is the execution's time in seconds as the contender
+    measured it (a process of its own, or a trainer that cannot leave its compile out);
+    otherwise the suite's clock times the call."""
 
     run: Callable[[], Any]
     steps: float                     # env steps (or the work unit below) of one run()
     compile_s: float | None = None   # seconds spent compiling in build(), None if nothing compiled
     info: dict = dataclasses.field(default_factory=dict)  # anything to report (checks, shapes)
+    close: Callable[[], None] | None = None  # called once the group is timed (ends a process, ...)
 
 
 @dataclasses.dataclass
@@ -150,6 +156,81 @@ def compile_timed(fn, *args, **kwargs):
     return compiled, time.perf_counter() - start
 
 
+class PeerProcess:
+    """A contender in a process of its own (benchmarks/peer.py's protocol): started and
+    compiled by `prepare()`, then executed once per `run()` on request, so that peers with
+    their own interpreters and dependencies still run interleaved with ours, round by round.
+    Every failure (missing interpreter, import error, a crash, a timeout) raises Skip with
+    the reason, so that the peer is reported as skipped, never estimated."""
+
+    def __init__(self, argv: list[str], env: dict | None = None, cwd: str | None = None, timeout_s: float = 1800):
+        self.argv, self.env, self.cwd, self.timeout_s = argv, env, cwd, timeout_s
+        self.proc = None
+        self.lines: "queue.Queue[str | None]" = queue.Queue()
+        self.stderr_tail: list[str] = []
+
+    def prepare(self, steps: float, info: dict | None = None) -> Prepared:
+        try:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True, env=self.env, cwd=self.cwd)
+        except OSError as e:
+            raise Skip(f"cannot start {self.argv[0]}: {e}") from e
+        for stream, sink in ((self.proc.stdout, self.lines.put), (self.proc.stderr, self._keep_stderr)):
+            threading.Thread(target=self._pump, args=(stream, sink), daemon=True).start()
+        ready = self._wait("PEER_READY")
+        extra = dict(info or {})
+        extra.update(ready.get("info") or {})
+
+        def run() -> float:
+            self.proc.stdin.write("run\n")
+            self.proc.stdin.flush()
+            done = self._wait("PEER_DONE")
+            extra["final_return"] = done.get("final_return")
+            return float(done["seconds"])
+
+        return Prepared(run, steps=steps, compile_s=ready.get("compile_s"), info=extra, close=self.close)
+
+    def close(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+
+    @staticmethod
+    def _pump(stream, sink):
+        for line in stream:
+            sink(line)
+        sink(None)
+
+    def _keep_stderr(self, line):
+        if line is not None:
+            self.stderr_tail = (self.stderr_tail + [line.rstrip()])[-20:]
+
+    def _wait(self, tag: str) -> dict:
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.proc.kill()
+                raise Skip(f"no {tag} within {self.timeout_s:.0f} s") from None
+            if line is None:  # the process ended
+                self.proc.wait()
+                why = next((x for x in reversed(self.stderr_tail) if x.strip()), "no output")
+                raise Skip(f"the process ended (exit {self.proc.returncode}) before {tag}: {why}")
+            word, _, payload = line.strip().partition(" ")
+            if word == tag:
+                return json.loads(payload)
+            if word == "PEER_ERROR":
+                self.close()
+                raise Skip(json.loads(payload)["reason"])
+
+
 def run_group(group: Group, rounds: int, warmup: int = 0, cores: int | None = None,
               clock=time.perf_counter, load=_load, log=None) -> dict:
     """Build every contender (in order), then time them interleaved for `rounds` rounds.
@@ -172,7 +253,7 @@ def run_group(group: Group, rounds: int, warmup: int = 0, cores: int | None = No
             log(f"    skipped: {e}")
             continue
         except Exception as e:  # a failing contender is reported, the rest still run
-            cell.update(status="error", reason=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            cell.update(status="error", reason=f"{type(e).__name__}: {first_line(e)}")
             log(f"    error: {cell['reason']}")
             continue
         cell.update(status="ok", compile_s=prep.compile_s, steps=prep.steps, info=dict(prep.info))
@@ -182,23 +263,42 @@ def run_group(group: Group, rounds: int, warmup: int = 0, cores: int | None = No
             cell.setdefault("warmup_s", []).append(clock() - start)
         ready[c.name] = (prep, cell)
         log(f"    compile {prep.compile_s if prep.compile_s is not None else float('nan'):.1f} s")
-    for rnd, name in interleave(list(ready), rounds):
-        prep, cell = ready[name]
-        before = load()
-        start = clock()
-        prep.run()
-        elapsed = clock() - start
-        cell["times_s"].append(elapsed)
-        cell["loads"].append(max(before, load()))
-        cell["rounds"].append(rnd)
-        log(f"  [round {rnd}/{rounds}] {group.name} / {name}: {elapsed:.3f} s, "
-            f"{prep.steps / elapsed:,.0f} steps/s, load {cell['loads'][-1]:.1f}")
+    try:
+        for rnd, name in interleave(list(ready), rounds):
+            prep, cell = ready[name]
+            if cell["status"] != "ok":
+                continue
+            before = load()
+            start = clock()
+            try:
+                reported = prep.run()
+            except Exception as e:  # a contender failing mid-way is reported with what it measured so far
+                cell.update(status="error", reason=f"round {rnd}: {type(e).__name__}: {first_line(e)}")
+                log(f"    error: {cell['reason']}")
+                continue
+            elapsed = clock() - start
+            if isinstance(reported, (int, float)) and not isinstance(reported, bool):
+                elapsed = float(reported)
+            cell["times_s"].append(elapsed)
+            cell["loads"].append(max(before, load()))
+            cell["rounds"].append(rnd)
+            log(f"  [round {rnd}/{rounds}] {group.name} / {name}: {elapsed:.3f} s, "
+                f"{prep.steps / elapsed:,.0f} steps/s, load {cell['loads'][-1]:.1f}")
+    finally:
+        for prep, cell in ready.values():
+            cell["info"] = dict(prep.info)  # what the runs added (a peer's final return, ...)
+            if prep.close is not None:
+                prep.close()
     base = next((c for c in cells if c["contender"] == group.baseline and c["status"] == "ok"), None)
     for cell in cells:
         if cell["status"] == "ok":
             cell.update(summarize_cell(cell, base, cores))
     return {"name": group.name, "baseline": group.baseline, "notes": list(group.notes),
             "params": dict(group.params), "cells": cells}
+
+
+def first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else ""
 
 
 def summarize_cell(cell: dict, base: dict | None, cores: int) -> dict:
@@ -438,7 +538,7 @@ def run_case(case: Case, quick: bool, rounds: int, warmup: int, log, **timing) -
 
 
 def parse_args(argv, registry):
-    p = argparse.ArgumentParser(prog="python -m benchmarks.suite", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="CPU-sized points (within 10 minutes on 2 cores)")
     p.add_argument("--cases", default=None, help="comma-separated subset of: " + ",".join(registry))
     p.add_argument("--rounds", type=int, default=None,
@@ -482,7 +582,7 @@ def main(argv: list[str] | None = None, registry: dict[str, Case] | None = None)
     started = _dt.datetime.now(_dt.timezone.utc)
     t0 = time.perf_counter()
     machine = machine_info()
-    run = {"command": "python -m benchmarks.suite" + (" " + shlex.join(argv) if argv else ""),
+    run = {"command": "python -m benchmarks" + (" " + shlex.join(argv) if argv else ""),
            "date": started.date().isoformat(), "started": started.strftime("%Y-%m-%d %H:%M:%S"),
            "machine": machine, "versions": package_versions(), "git": git_state(), "quick": a.quick, "rounds": rounds,
            "warmup": warmup, "notes": [], "cases": [],

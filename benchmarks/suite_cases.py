@@ -8,7 +8,9 @@ Everything runs in this process on JAX's default device (one CPU device here: no
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import math
 from pathlib import Path
 
@@ -265,14 +267,68 @@ def networks_alone(cfg, runs: int) -> Prepared:
                     steps=runs * cfg.num_updates * cfg.batch_size, compile_s=compile_s, info={"runs": runs})
 
 
+def xla_flops(fn, *args) -> float:
+    """XLA's cost analysis of `fn` compiled on `args`: floating-point operations of one call.
+    XLA counts a loop's body once, whatever its trip count: call it on loop-free pieces."""
+    cost = jax.jit(fn).lower(*args).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    return float(cost.get("flops", float("nan")))
+
+
+def network_flops_per_update(cfg) -> dict:
+    """The networks' floating-point work in one update (MLP policies), from XLA's cost analysis of
+    the update's pieces, each loop-free, times how often the update runs it:
+    num_steps rollout policy passes on num_envs observations, update_epochs epochs of the whole
+    batch's forward + backward + Adam (an epoch in one minibatch: the same work per sample, Adam
+    once rather than num_minibatches times), and 2 passes on the whole batch (bootstrap values,
+    post-update clip diagnostics). The environment's own arithmetic is not counted."""
+    learner = Learner(cfg)
+    state = learner.init(jax.random.PRNGKey(0))
+    agent, key = learner.agent, jax.random.PRNGKey(1)
+    carry = agent.carry(state.agent_state)
+    act = xla_flops(lambda p, o: agent.act(p, state.agent_state, carry, o, key)[1:], state.params, state.obs)
+    batch_obs = jnp.broadcast_to(state.obs, (cfg.num_steps, *state.obs.shape))
+    forward = xla_flops(lambda p, o: agent.step(p, state.agent_state, carry, o)[1:], state.params, batch_obs)
+    one_minibatch = Learner(dataclasses.replace(cfg, num_minibatches=1))
+    b = cfg.batch_size
+    batch = {"obs": batch_obs.reshape(b, *state.obs.shape[1:]), "action": jnp.zeros((b,), jnp.int32),
+             "old_log_prob": jnp.zeros((b,)), "old_value": jnp.zeros((b,)), "advantage": jnp.ones((b,)),
+             "target": jnp.zeros((b,)), "done": jnp.zeros((b,), bool), "carry": ()}
+    hp = ppo.HParams.from_config(cfg)
+    epoch = xla_flops(lambda p, o: one_minibatch._epoch(p, o, key, batch, state.agent_state, hp, hp.lr)[:2],
+                      state.params, state.opt_state)
+    epochs = cfg.update_epochs * epoch
+    return {"per_update": cfg.num_steps * act + epochs + 2 * forward, "epochs_per_update": epochs,
+            "rollout_pass": act, "epoch": epoch, "batch_forward": forward}
+
+
+def matmul_peak_flops(n: int = 2048, repeats: int = 5) -> float:
+    """The machine's attainable f32 rate: the best of `repeats` n x n matmuls (2 n^3 flops)."""
+    import time
+
+    a = jax.random.normal(jax.random.PRNGKey(0), (n, n))
+    mm = jax.jit(jnp.dot).lower(a, a).compile()
+    jax.block_until_ready(mm(a, a))
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(mm(a, a))
+        best = min(best, time.perf_counter() - start)
+    return 2 * n ** 3 / best
+
+
 def limit_groups(sizes):
+    peak = matmul_peak_flops()
     groups = []
     for env in sizes.get("envs", ["CartPole-v1"]):
         overrides = sizes.get("overrides", {}).get(env, {})
         updates = sizes.get("env_updates", {}).get(env, sizes["updates"])
         for runs in sizes.get("env_runs", {}).get(env, sizes["runs"]):
             cfg = load_cfg(env, updates, **overrides)
-            groups.append(limit_group(env, cfg, runs, overrides))
+            group = limit_group(env, cfg, runs, overrides)
+            group.params.update(peak_flops=peak, network_flops=network_flops_per_update(cfg),
+                                updates=cfg.num_updates)
+            groups.append(group)
     return groups
 
 
@@ -310,6 +366,16 @@ def limit_summary(result):
         lines.append(f"- {g['name']}: " + "; ".join(parts)
                      + (f"; the rest (rollout policy passes, GAE, shuffles, diagnostics, overlap) {rest:.0%}. "
                         f"Bound: **{bound.split()[0]}**" if bound else ""))
+        p = g["params"]
+        if "network_flops" in p:
+            flops = p["network_flops"]
+            work = {"full update": flops["per_update"], "networks alone": flops["epochs_per_update"]}
+            rates = {n: work[n] * p["updates"] * p["runs"] / cells[n]["time_s"]["median"] for n in work if n in cells}
+            lines.append(f"  - FLOPs (XLA's cost analysis): the networks do {flops['per_update'] / 1e6:,.1f} MFLOP per "
+                         f"update and run, {flops['epochs_per_update'] / 1e6:,.1f} of them in the epochs; "
+                         + ", ".join(f"{n} {r / 1e9:.2f} GFLOP/s = {r / p['peak_flops']:.1%}" for n, r in rates.items())
+                         + f" of the machine's attainable f32 rate ({p['peak_flops'] / 1e9:.0f} GFLOP/s, "
+                           "best 2048x2048 matmul)")
     return "\n".join(lines)
 
 
@@ -444,3 +510,105 @@ register(Case(
     title="overheads: max_epochs 10 running 4 vs compiled for 4; progress callback on vs off",
     sizes={"quick": {"runs": [4], "updates": 32}, "full": {"runs": [1, 16], "updates": 128}},
     groups=overhead_groups, summarize=overhead_summary))
+
+
+# ======================================================================================
+# d. peers: the same PPO on CartPole-v1 in PureJaxRL, rejax and Stable-Baselines3, side by side
+PEER_SCRIPT = Path(__file__).resolve().parent / "peer.py"
+# name -> (what, the venv variable and its default, the module its python must import, extra PYTHONPATH)
+PEERS = {
+    "ours": ("purejaxppo, jax.jit(jax.vmap(make_train(cfg))) on one device", None, "purejaxppo", ()),
+    "ours-cores": ("purejaxppo, the seed axis sharded over one host device per core (ShardedRuns: the CLI's path)",
+                   None, "purejaxppo", ()),
+    "pjrl": ("PureJaxRL's purejaxrl/ppo.py make_train, jax.jit(jax.vmap(train)) on one device, its own venv",
+             ("PJRL_VENV", "/work/venv-pjrl"), "purejaxrl", ("PJRL_REPO", "/work/pjrl")),
+    "rejax": ("rejax's PPO (constant lr: rejax has no annealing), jax.jit(jax.vmap(algo.train)), its own venv",
+              ("REJAX_VENV", "/work/venv-rejax"), "rejax", None),
+    "sb3": ("Stable-Baselines3 PPO (PyTorch, CPU) on gymnasium CartPole-v1, 4 DummyVecEnv envs, one run",
+            ("SB3_VENV", "/work/venv-sb3"), "stable_baselines3", None),
+}
+
+
+def peer_python(name: str) -> tuple[str, dict]:
+    """The interpreter that runs peer `name` and its environment; Skip (saying how to set it up) if none."""
+    import importlib.util
+    import os
+    import sys
+
+    _, venv, module, path = PEERS[name]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    if path:  # PureJaxRL: a checkout, not a package; its ppo.py does `from wrappers import ...`
+        repo = os.environ.get(path[0], path[1])
+        if not Path(repo, "purejaxrl", "ppo.py").is_file():
+            raise Skip(f"no PureJaxRL checkout at {repo} (set {path[0]}; see benchmarks/README.md)")
+        env["PYTHONPATH"] = os.pathsep.join([repo, str(Path(repo, "purejaxrl")), env["PYTHONPATH"]])
+    if venv:
+        root = os.environ.get(venv[0], venv[1])
+        python = Path(root, "bin", "python")
+        if python.is_file():
+            return str(python), env
+        if importlib.util.find_spec(module) is None:
+            raise Skip(f"{module} is not installed here and there is no venv at {root} "
+                       f"(set {venv[0]}; see benchmarks/README.md)")
+    return sys.executable, env
+
+
+def peer_contender(name: str, seeds: int, timesteps: int) -> Contender:
+    from benchmarks.suite import PeerProcess
+
+    def build():
+        python, env = peer_python(name)
+        proc = PeerProcess([python, str(PEER_SCRIPT), "--kind", name, "--seeds", str(seeds),
+                            "--settings", json.dumps({"total_timesteps": timesteps})], env=env, cwd=str(REPO))
+        return proc.prepare(steps=seeds * timesteps, info={"runs": seeds, "total_timesteps": timesteps,
+                                                           "python": python})
+
+    return Contender(name, PEERS[name][0], build)
+
+
+def peer_groups(sizes):
+    groups = []
+    for seeds in sizes["seeds"]:
+        names = [n for n in sizes["contenders"] if seeds > 1 or n != "ours-cores"]  # 1 seed: ours-cores is ours
+        names = [n for n in names if seeds == 1 or n != "sb3"]  # SB3 trains one run per process
+        steps = {n: sizes["sb3_timesteps"] if n == "sb3" else sizes["timesteps"][str(seeds)] for n in names}
+        groups.append(Group(
+            f"CartPole-v1, {seeds} seed(s)", [peer_contender(n, seeds, steps[n]) for n in names], baseline="pjrl",
+            notes=[f"the classic CartPole setting for every peer (benchmarks/peer.py SETTINGS: 4 envs x 128 steps, "
+                   f"4 epochs x 4 minibatches, tanh 64x64); {sizes['timesteps'][str(seeds)]:,} steps per seed"
+                   + (f", SB3 {sizes['sb3_timesteps']:,} (its speed is steps/s over its own steps)"
+                      if "sb3" in names else ""),
+                   "each peer is its own process (benchmarks/peer.py), compiled once, then run on request in "
+                   "interleaved rounds; times are measured inside the process; final return: the mean return of "
+                   "the episodes that ended in the last update (rejax: its final evaluation; SB3: its last 100 "
+                   "episodes)"],
+            params={"runs": seeds}))
+    return groups
+
+
+def peer_summary(result):
+    lines = []
+    for g in result["groups"]:
+        parts = []
+        for c in g["cells"]:
+            if c["status"] != "ok":
+                parts.append(f"{c['contender']} {c['status']} ({c.get('reason', '')})")
+            elif "speed_vs_baseline" in c:
+                parts.append(f"{c['contender']} {c['speed_vs_baseline']['median']:.2f}x")
+        rets = ", ".join(f"{c['contender']} {c['info'].get('final_return', float('nan')):.1f}"
+                         for c in g["cells"] if c["status"] == "ok")
+        lines.append(f"- {g['name']}: steps/s against PureJaxRL: {'; '.join(parts)}. Final return: {rets}")
+    return "\n".join(lines)
+
+
+register(Case(
+    name="peers",
+    title="peers side by side: PureJaxRL, rejax, Stable-Baselines3 (CartPole-v1, the same settings)",
+    sizes={"quick": {"seeds": [1, 16], "timesteps": {"1": 131072, "16": 32768}, "sb3_timesteps": 8192,
+                     "contenders": list(PEERS)},
+           "full": {"seeds": [1, 64], "timesteps": {"1": 500_000, "64": 32768}, "sb3_timesteps": 65536,
+                    "contenders": list(PEERS)}},
+    groups=peer_groups, summarize=peer_summary,
+    explain="Ratios: each peer's steps/s against PureJaxRL's in the same round (> 1: faster than PureJaxRL). "
+            "A peer that is not installed here or fails is reported as skipped with the reason."))

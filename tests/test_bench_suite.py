@@ -161,3 +161,87 @@ def test_result_names_full_and_subset(tmp_path):
     assert suite.write_results(dict(run), tmp_path, {}, plots=False)["md"].name == "2026-01-02-h200-suite.md"
     sub = suite.write_results(dict(run, subset=["fusion", "limit"]), tmp_path, {}, plots=False)
     assert sub["md"].name == "2026-01-02-h200-suite-fusion+limit.md"
+
+
+# --------------------------------------------------------------------------------------
+# contenders in a process of their own (benchmarks/peer.py's protocol)
+FAKE_PEER = """
+import json, sys, time
+mode = sys.argv[1]
+if mode == "crash":
+    print("some library noise")
+    sys.stderr.write("Traceback ...\\nImportError: no module named fakepeer\\n")
+    sys.exit(1)
+if mode == "error":
+    print("PEER_ERROR " + json.dumps({"reason": "ValueError: unsupported setting"}), flush=True)
+    sys.exit(1)
+print("library noise on stdout", flush=True)
+print("PEER_READY " + json.dumps({"compile_s": 1.25, "info": {"kind": "fake"}}), flush=True)
+n = 0
+for line in sys.stdin:
+    if line.strip() == "quit":
+        break
+    n += 1
+    if mode == "dies" and n == 2:
+        sys.exit(3)
+    print("PEER_DONE " + json.dumps({"seconds": 0.5 * n, "final_return": 100.0 + n}), flush=True)
+"""
+
+
+def fake_peer(tmp_path, mode):
+    script = tmp_path / "fake_peer.py"
+    script.write_text(FAKE_PEER)
+    import sys
+
+    return suite.PeerProcess([sys.executable, str(script), mode], timeout_s=60)
+
+
+def test_peer_process_reports_its_own_times_and_returns(tmp_path):
+    proc = fake_peer(tmp_path, "ok")
+    group = Group("g", [Contender("peer", "a fake peer", lambda: proc.prepare(steps=10.0, info={"runs": 1}))],
+                  baseline="peer")
+    clock = FakeClock()  # never advances: only the times the peer reports can make up the cell
+    result = suite.run_group(group, rounds=3, clock=clock, load=lambda: 0.0, cores=2)
+    cell = result["cells"][0]
+    assert cell["status"] == "ok" and cell["compile_s"] == 1.25
+    assert cell["times_s"] == [0.5, 1.0, 1.5]                   # the peer's own measurements
+    assert cell["info"]["final_return"] == 103.0 and cell["info"]["kind"] == "fake" and cell["info"]["runs"] == 1
+    assert proc.proc.poll() is not None                          # closed once the group was timed
+
+
+@pytest.mark.parametrize("mode, reason", [("crash", "exit 1) before PEER_READY: ImportError: no module named fakepeer"),
+                                          ("error", "ValueError: unsupported setting")])
+def test_peer_that_cannot_start_is_skipped_with_its_reason(tmp_path, mode, reason):
+    proc = fake_peer(tmp_path, mode)
+    result = suite.run_group(Group("g", [Contender("peer", "x", lambda: proc.prepare(steps=1.0))]), rounds=2,
+                             clock=FakeClock(), load=lambda: 0.0, cores=2)
+    cell = result["cells"][0]
+    assert cell["status"] == "skipped" and reason in cell["reason"] and cell["times_s"] == []
+
+
+def test_peer_dying_mid_rounds_keeps_what_it_measured_and_the_others_run_on(tmp_path):
+    proc = fake_peer(tmp_path, "dies")
+    calls, clock = [], FakeClock()
+
+    def other():
+        def run():
+            calls.append(1)
+            clock.t += 1.0
+        return Prepared(run, steps=1.0)
+
+    group = Group("g", [Contender("peer", "x", lambda: proc.prepare(steps=1.0)), Contender("other", "y", other)])
+    result = suite.run_group(group, rounds=3, clock=clock, load=lambda: 0.0, cores=2)
+    peer, rest = result["cells"]
+    assert peer["status"] == "error" and peer["reason"].startswith("round 2:") and peer["times_s"] == [0.5]
+    assert rest["status"] == "ok" and len(calls) == 3
+
+
+def test_missing_peer_venv_is_a_skip_saying_how_to_set_it_up(monkeypatch, tmp_path):
+    suite_cases = pytest.importorskip("benchmarks.suite_cases")
+    monkeypatch.setenv("PJRL_REPO", str(tmp_path / "no-checkout"))
+    with pytest.raises(Skip, match="no PureJaxRL checkout at .*no-checkout .*set PJRL_REPO"):
+        suite_cases.peer_python("pjrl")
+    monkeypatch.setenv("REJAX_VENV", str(tmp_path / "no-venv"))
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    with pytest.raises(Skip, match="rejax is not installed here and there is no venv at .*no-venv"):
+        suite_cases.peer_python("rejax")
