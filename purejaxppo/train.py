@@ -50,6 +50,7 @@ from purejaxppo.rollout import restart, rollout
 ADAM_EPS = 1e-5
 PER_EPOCH_METRICS = ("kl_k1", "kl_k3", "clip_fraction", "ratio_outside")
 PER_UPDATE_MEANS = ("policy_loss", "value_loss", "entropy", "total_loss", "grad_norm")
+EPOCH_SUMMARY = PER_EPOCH_METRICS + PER_UPDATE_MEANS + ("ratio_error",)  # an epoch's scalars; NaN when masked
 PROGRESS_POINTS = 25  # host callbacks per run for live progress (measured: benchmarks/logging_overhead.py)
 
 
@@ -193,8 +194,7 @@ class Learner:
             params, opt_state, stopped = carry
             active = (epoch_index < hp.update_epochs) & ~stopped
             run_epoch = functools.partial(epoch, key=jax.random.fold_in(epochs_key, epoch_index))
-            skipped = jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype),
-                                   jax.eval_shape(run_epoch, params, opt_state)[2])
+            skipped = {name: jnp.float32(jnp.nan) for name in EPOCH_SUMMARY}
             params, opt_state, summary = jax.lax.cond(
                 active, run_epoch, lambda p, o: (p, o, skipped), params, opt_state)
             stopped = stopped | (active & (summary["kl_k3"] > 1.5 * hp.target_kl))
@@ -259,7 +259,7 @@ class Learner:
             return (params, opt_state), {**diagnostics, "grad_norm": optax.global_norm(grads)}
 
         (params, opt_state), diagnostics = jax.lax.scan(sgd_step, (params, opt_state), minibatches)
-        summary = jax.tree.map(jnp.mean, diagnostics)
+        summary = {name: jnp.mean(diagnostics[name]) for name in EPOCH_SUMMARY}
         summary["ratio_error"] = diagnostics["ratio_error"][0]  # first minibatch of the epoch
         return params, opt_state, summary
 

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from purejaxppo.experiments.runs import progress_chunk
+
 CONFIG = "env: CartPole-v1\nnum_envs: 4\nnum_steps: 16\nnum_minibatches: 2\ntotal_timesteps: 256\n"
 
 
@@ -31,9 +33,21 @@ def test_a_second_run_reads_its_programs_from_the_cache(tmp_path):
     cache = tmp_path / "cache"
     first = train(tmp_path / "a", cache)
     written = entries(cache)
-    assert written  # the run's programs
+    # all three programs (init, the chunk of updates, evaluation): live progress is reported from the
+    # host between chunks, so no program holds a host callback (JAX caches none that does)
+    assert len(written) >= 3
     second = train(tmp_path / "b", cache)
     assert entries(cache) == written  # every program found: nothing compiled, nothing new written
     assert second == first  # the same executables: the same numbers
     train(tmp_path / "c", tmp_path / "unused", "--no-cache")
     assert entries(tmp_path / "unused") == []
+
+
+def test_progress_chunks_divide_the_run_into_about_progress_points_reports():
+    assert progress_chunk(4, points=25) == 1            # a short run: every update reported
+    assert progress_chunk(976, points=25) == 61         # 976 = 16 x 61: 16 reports, one program
+    assert progress_chunk(1000, points=25) == 40        # 25 reports
+    for n in (1, 7, 50, 976, 1000, 3906, 2**20):
+        k = progress_chunk(n, points=25)
+        assert n % k == 0 and min(n, 12.5) <= n // k <= 50
+    assert progress_chunk(97, points=25) is None        # prime: the learner reports from inside the program

@@ -12,6 +12,14 @@ chunk compiles one more) and `evaluate` (states -> returns on fresh episodes). W
 `chunk_updates` the chunk is the whole run. Because the learner state carries the random
 streams and the update counter, a run in chunks equals the run in one piece, and a
 resumed run equals the run never interrupted (same device layout), bit for bit.
+
+Live progress is reported from the host between chunks when it can be: without
+`chunk_updates`, the run is cut into chunks of a divisor of its updates giving about
+PROGRESS_POINTS reports (one program still), and `progress(updates_done, episode_return)`
+is called per run after each. Programs without a host callback inside are written to JAX's
+persistent compilation cache, so that a second run of the same config skips XLA's
+compile. Where no divisor fits (a prime number of updates, or `chunk_updates` too coarse),
+the learner reports from inside the program instead (`train.Learner`'s `progress`).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import numpy as np
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
 from purejaxppo.config import HParams, PPOConfig
 from purejaxppo.experiments.parallel import ShardedBuckets
-from purejaxppo.train import Learner
+from purejaxppo.train import PROGRESS_POINTS, Learner
 
 
 @dataclasses.dataclass
@@ -101,14 +109,27 @@ def _stack(parts: list[dict]) -> dict:
     return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *parts)
 
 
+def progress_chunk(num_updates: int, points: int = PROGRESS_POINTS) -> int | None:
+    """The chunk of updates between host-side progress reports: the divisor of
+    `num_updates` whose number of chunks is nearest `points`, among those giving between
+    min(num_updates, points / 2) and 2 x points chunks; None when no divisor does."""
+    low, high = min(num_updates, points / 2), 2 * points
+    fitting = [k for k in range(1, num_updates + 1) if num_updates % k == 0 and low <= num_updates // k <= high]
+    return min(fitting, key=lambda k: abs(num_updates // k - points), default=None)
+
+
 class _Group:
     """A group's compiled programs and its progress."""
 
     def __init__(self, sets: list[RunSet], chunk_updates, eval_episodes, max_parallel, progress):
         self.sets = sets
-        self.learners = [Learner(s.config, progress) for s in sets]
         self.num_updates = sets[0].config.num_updates
         self.chunk = min(chunk_updates or self.num_updates, self.num_updates)
+        # progress from the host between chunks, or else from inside the program
+        self.host_progress = None
+        if progress is not None and chunk_updates is None and progress_chunk(self.num_updates) is not None:
+            self.host_progress, self.chunk, progress = progress, progress_chunk(self.num_updates), None
+        self.learners = [Learner(s.config, progress) for s in sets]
         self.max_parallel = max_parallel
         self.shapes = [jax.eval_shape(jax.vmap(learner.init), s.keys) for learner, s in zip(self.learners, sets)]
         self.init = ShardedBuckets([(learner.init, (s.keys,)) for learner, s in zip(self.learners, sets)],
@@ -195,6 +216,10 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
                 for parts, (_, metrics) in zip(group.metrics, outs):
                     parts.append(metrics)
                 group.updates_done += updates
+                if group.host_progress is not None:
+                    for state in group.states:
+                        for ret in np.asarray(state.last_episode_return).reshape(-1):
+                            group.host_progress(group.updates_done, ret)
                 timings.run_seconds += time.perf_counter() - start
                 if checkpoints is not None and (chunk_updates or group.updates_done == group.num_updates):
                     save()
