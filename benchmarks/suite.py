@@ -94,7 +94,7 @@ class Group:
 class Case:
     name: str
     title: str
-    sizes: dict                             # {"quick": {...}, "full": {...}}
+    sizes: dict                             # {"quick": {...}, "full": {...}, "gpu": {...} (optional)}
     groups: Callable[[dict], list[Group]]   # sizes -> groups
     ratio: str = "speed"                    # "speed": baseline time / time (>1 faster); "share": time / baseline time
     plot: Callable[[dict, Path], None] | None = None  # (case result, png path) -> writes the plot
@@ -457,7 +457,7 @@ def render_markdown(run: dict, registry: dict[str, Case] | None = None) -> str:
           f"- hardware: {m['cpu']}, {m['cores']} cores, {m['os']}; JAX backend {m['backend']}, "
           f"{m.get('devices')} device(s) ({m.get('device_kind')})",
           f"- versions: {json.dumps(run['versions'])}; checkout: {run.get('git', 'not recorded')}",
-          f"- mode: {'quick' if run['quick'] else 'full'}; {run['rounds']} interleaved rounds per group"
+          f"- mode: {run.get('mode', 'quick' if run['quick'] else 'full')}; {run['rounds']} interleaved rounds per group"
           f"{' (quick mode: fewer than 3 rounds)' if run['rounds'] < MIN_ROUNDS else ''}; "
           f"{run['warmup']} untimed warm-up run(s) per contender after compiling",
           "- timing: each contender is compiled first (`jax.jit(f).lower(...).compile()`; that is the compile "
@@ -525,9 +525,10 @@ def plot_title(name: str, run: dict, legend: str) -> str:
 
 # --------------------------------------------------------------------------------------
 # running cases
-def run_case(case: Case, quick: bool, rounds: int, warmup: int, log, **timing) -> dict:
-    """Every group of `case` at its quick or full sizes; `timing`: run_group's clock, load, cores."""
-    sizes = case.sizes["quick" if quick else "full"]
+def run_case(case: Case, mode: str, rounds: int, warmup: int, log, **timing) -> dict:
+    """Every group of `case` at its sizes for `mode` ("quick", "full", "gpu"); `timing`:
+    run_group's clock, load, cores."""
+    sizes = case.sizes[mode]
     start = time.perf_counter()
     groups = []
     for g in case.groups(sizes):
@@ -539,7 +540,10 @@ def run_case(case: Case, quick: bool, rounds: int, warmup: int, log, **timing) -
 
 def parse_args(argv, registry):
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="CPU-sized points (within 10 minutes on 2 cores)")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="CPU-sized points (within 10 minutes on 2 cores)")
+    size.add_argument("--gpu", action="store_true",
+                      help="accelerator-sized points (one GPU, about 8 minutes; benchmarks/gpu.sh installs and runs it)")
     p.add_argument("--cases", default=None, help="comma-separated subset of: " + ",".join(registry))
     p.add_argument("--rounds", type=int, default=None,
                    help=f"interleaved rounds per group (default {MIN_ROUNDS}; at least {MIN_ROUNDS}, "
@@ -569,6 +573,7 @@ def main(argv: list[str] | None = None, registry: dict[str, Case] | None = None)
     if unknown:
         print(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(registry)}", file=sys.stderr)
         return 2
+    mode = "quick" if a.quick else "gpu" if a.gpu else "full"
     rounds = a.rounds if a.rounds is not None else MIN_ROUNDS
     floor = QUICK_MIN_ROUNDS if a.quick else MIN_ROUNDS
     if rounds < floor:
@@ -584,13 +589,16 @@ def main(argv: list[str] | None = None, registry: dict[str, Case] | None = None)
     machine = machine_info()
     run = {"command": "python -m benchmarks" + (" " + shlex.join(argv) if argv else ""),
            "date": started.date().isoformat(), "started": started.strftime("%Y-%m-%d %H:%M:%S"),
-           "machine": machine, "versions": package_versions(), "git": git_state(), "quick": a.quick, "rounds": rounds,
+           "machine": machine, "versions": package_versions(), "git": git_state(), "quick": a.quick, "mode": mode, "rounds": rounds,
            "warmup": warmup, "notes": [], "cases": [],
            "subset": names if set(names) != set(registry) else None}
     for name in names:
         log(f"== case {name}")
         case = registry[name]
-        result = run_case(case, a.quick, rounds, warmup, log)
+        if mode not in case.sizes:
+            run["notes"].append(f"case {name} has no {mode} sizes: not run")
+            continue
+        result = run_case(case, mode, rounds, warmup, log)
         result["summary"] = summary_for(case, result)
         run["cases"].append(result)
     run["finished"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")

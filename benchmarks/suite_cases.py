@@ -20,6 +20,7 @@ import numpy as np
 
 import purejaxppo as ppo
 from benchmarks.suite import Case, Contender, Group, Prepared, Skip, compile_timed, plot_title, register
+from purejaxppo.experiments.runs import progress_chunk
 from purejaxppo.train import Learner
 
 REPO = Path(__file__).resolve().parent.parent
@@ -186,13 +187,16 @@ def scaling_summary(result):
 register(Case(
     name="scaling",
     title="env steps/s against parallel runs (compile excluded)",
-    sizes={"quick": {"envs": ["CartPole-v1", "Breakout-MinAtar", "brax/fast"], "runs": [1, 4, 16],
+    sizes={"quick": {"envs": ["CartPole-v1", "Breakout-MinAtar", "brax/fast"], "runs": [1, 16],
                      "budget_steps": {"CartPole-v1": 65536, "Breakout-MinAtar": 16384, "brax/fast": 32768},
                      "overrides": {"Breakout-MinAtar": {"num_envs": 16}},
                      "min_updates": 1, "cap_s": None},
            "full": {"envs": ["CartPole-v1", "Breakout-MinAtar", "brax/fast"], "runs": [1, 4, 16, 64, 256, 1024],
                     "budget_steps": {"CartPole-v1": 1_048_576, "Breakout-MinAtar": 131_072, "brax/fast": 262_144},
-                    "min_updates": 4, "cap_s": 60}},
+                    "min_updates": 4, "cap_s": 60},
+           "gpu": {"envs": ["CartPole-v1", "Breakout-MinAtar"], "runs": [1, 256, 2048, 8192],
+                   "budget_steps": {"CartPole-v1": 2**25, "Breakout-MinAtar": 2**23},
+                   "min_updates": 4, "cap_s": 30}},
     groups=scaling_groups, plot=scaling_plot, summarize=scaling_summary,
     explain="Each point: `jax.jit(jax.vmap(purejaxppo.make_train(cfg)))` on `jax.random.split(key, runs)`, "
             "one program; per-run timesteps shrink as runs grow (a cell takes seconds), steps/s counts every "
@@ -384,7 +388,8 @@ register(Case(
     title="the environment alone and the networks alone against the full update (CartPole; full: + Breakout)",
     sizes={"quick": {"envs": ["CartPole-v1"], "runs": [4], "updates": 32},
            "full": {"envs": ["CartPole-v1", "Breakout-MinAtar"], "runs": [1, 16], "updates": 100,
-                    "env_updates": {"Breakout-MinAtar": 2}, "env_runs": {"Breakout-MinAtar": [1, 4]}}},
+                    "env_updates": {"Breakout-MinAtar": 2}, "env_runs": {"Breakout-MinAtar": [1, 4]}},
+           "gpu": {"envs": ["CartPole-v1"], "runs": [2048], "updates": 100}},
     groups=limit_groups, ratio="share", summarize=limit_summary,
     explain="Same env steps in each contender of a group. The ratio column is each contender's time as a "
             "fraction of the full update's (per round, median). The larger of env / networks bounds the case."))
@@ -465,6 +470,24 @@ register(Case(
 
 # ======================================================================================
 # e. overheads
+def chunked_train(cfg, runs: int, chunk: int) -> Prepared:
+    """What the CLI runs for live progress: `Learner.run` of `chunk` updates, called from Python
+    num_updates / chunk times, the host reading every run's last return after each chunk."""
+    learner = Learner(cfg)
+    state0 = jax.block_until_ready(jax.jit(jax.vmap(learner.init))(keys_for(runs)))
+    one, compile_s = compile_timed(jax.vmap(lambda s: learner.run(s, None, chunk)), state0)
+
+    def run():
+        state = state0
+        for _ in range(cfg.num_updates // chunk):
+            state, _ = one(state)
+            np.asarray(state.last_episode_return)
+        jax.block_until_ready(state)
+
+    return Prepared(run, steps=runs * cfg.num_updates * cfg.batch_size, compile_s=compile_s,
+                    info={"runs": runs, "chunks": cfg.num_updates // chunk})
+
+
 def overhead_groups(sizes):
     return [overhead_group(sizes, runs) for runs in sizes["runs"]]
 
@@ -473,6 +496,7 @@ def overhead_group(sizes, runs):
     plain = load_cfg("CartPole-v1", sizes["updates"])
     masked = load_cfg("CartPole-v1", sizes["updates"], max_epochs=10, update_epochs=4)
     calls = {"n": 0}
+    chunk = progress_chunk(plain.num_updates)
 
     def progress(*args):
         calls["n"] += 1
@@ -488,7 +512,10 @@ def overhead_group(sizes, runs):
                   Contender("max_epochs=10 running 4", "make_train(cfg), max_epochs=10, update_epochs=4 "
                             "(6 masked epochs per update)", lambda: vmapped_train(masked, runs)),
                   Contender("progress callback on", "make_train(cfg, progress=lambda *a: None-like counter)",
-                            with_progress)],
+                            with_progress),
+                  Contender("progress from the host", f"the CLI's way: chunks of {chunk} updates "
+                            "(runs.progress_chunk), the host reading the returns after each",
+                            lambda: chunked_train(plain, runs, chunk))],
                  baseline="plain (compiled for 4 epochs)",
                  notes=[f"{plain.num_updates} updates x {plain.batch_size} steps per run; ratio < 1: slower "
                         "than plain"], params={"runs": runs})
@@ -507,7 +534,7 @@ def overhead_summary(result):
 
 register(Case(
     name="overheads",
-    title="overheads: max_epochs 10 running 4 vs compiled for 4; progress callback on vs off",
+    title="overheads: max_epochs 10 running 4 vs compiled for 4; progress callback on vs off; progress from the host",
     sizes={"quick": {"runs": [4], "updates": 32}, "full": {"runs": [1, 16], "updates": 128}},
     groups=overhead_groups, summarize=overhead_summary))
 
@@ -605,10 +632,45 @@ def peer_summary(result):
 register(Case(
     name="peers",
     title="peers side by side: PureJaxRL, rejax, Stable-Baselines3 (CartPole-v1, the same settings)",
-    sizes={"quick": {"seeds": [1, 16], "timesteps": {"1": 131072, "16": 32768}, "sb3_timesteps": 8192,
+    sizes={"quick": {"seeds": [1, 16], "timesteps": {"1": 65536, "16": 16384}, "sb3_timesteps": 8192,
                      "contenders": list(PEERS)},
            "full": {"seeds": [1, 64], "timesteps": {"1": 500_000, "64": 32768}, "sb3_timesteps": 65536,
                     "contenders": list(PEERS)}},
     groups=peer_groups, summarize=peer_summary,
     explain="Ratios: each peer's steps/s against PureJaxRL's in the same round (> 1: faster than PureJaxRL). "
             "A peer that is not installed here or fails is reported as skipped with the reason."))
+
+
+# ======================================================================================
+# the headline: many whole CartPole runs at once, wall time including compile
+def headline_groups(sizes):
+    cfg = load_cfg("CartPole-v1", ppo.load_config(str(REPO / CONFIGS["CartPole-v1"])).num_updates)
+    runs = sizes["runs"]
+    return [Group(f"CartPole-v1, {runs} seeds x {cfg.num_updates * cfg.batch_size:,} steps",
+                  [Contender(f"{runs} runs", f"jax.jit(jax.vmap(make_train(cfg))) on {runs} keys, configs/cartpole.yaml",
+                             lambda: vmapped_train(cfg, runs))],
+                  notes=["whole runs at the shipped CartPole config (5e5 steps each); wall = compile + one run"],
+                  params={"runs": runs, "target_s": sizes.get("target_s")})]
+
+
+def headline_summary(result):
+    lines = []
+    for g in result["groups"]:
+        c = g["cells"][0]
+        if c["status"] != "ok":
+            lines.append(f"- {g['name']}: {c['status']} ({c.get('reason', '')})")
+            continue
+        wall = c["compile_s"] + c["time_s"]["median"]
+        target = g["params"].get("target_s")
+        lines.append(f"- {g['name']}: compile {c['compile_s']:.1f} s + run {c['time_s']['median']:.1f} s = "
+                     f"**{wall:.1f} s** ({c['steps_per_s']['median']:,.0f} env steps/s)"
+                     + (f"; target under {target} s: {'met' if wall < target else 'NOT met'} (PureJaxRL reports "
+                        "about 98 s for 2048 seeds on an A100)" if target else ""))
+    return "\n".join(lines)
+
+
+register(Case(
+    name="headline",
+    title="many whole CartPole runs at once (GPU: 2048 seeds x 5e5 steps), wall time including compile",
+    sizes={"full": {"runs": 8}, "gpu": {"runs": 2048, "target_s": 30}},
+    groups=headline_groups, summarize=headline_summary))

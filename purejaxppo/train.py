@@ -30,6 +30,7 @@ One update, all inside one `lax.scan` over updates:
 from __future__ import annotations
 
 import functools
+import math
 
 import chex
 import jax
@@ -94,6 +95,15 @@ def make_optimizer(max_grad_norm, learning_rate) -> optax.GradientTransformation
     return optax.chain(optax.clip_by_global_norm(max_grad_norm),
                        optax.scale_by_adam(eps=ADAM_EPS),
                        optax.scale_by_learning_rate(learning_rate))
+
+
+def no_epoch_masked(hp: HParams, epochs_scan: int) -> bool:
+    """True when the hyperparameters are known while tracing (the config's, not traced
+    ones of a sweep), every scanned epoch is an update epoch and KL early stopping is off:
+    then no epoch can be masked."""
+    if any(isinstance(x, jax.core.Tracer) for x in (hp.update_epochs, hp.target_kl)):
+        return False
+    return int(hp.update_epochs) == epochs_scan and math.isinf(float(hp.target_kl))
 
 
 def learning_rate(hp: HParams, updates_done, num_updates: int):
@@ -190,13 +200,18 @@ class Learner:
         lr = learning_rate(hp, state.updates_done, cfg.num_updates)
         epoch = functools.partial(self._epoch, batch=batch, agent_state=state.agent_state, hp=hp, lr=lr)
 
+        every_epoch_runs = no_epoch_masked(hp, cfg.epochs_scan)
+
         def masked_epoch(carry, epoch_index):
             params, opt_state, stopped = carry
             active = (epoch_index < hp.update_epochs) & ~stopped
             run_epoch = functools.partial(epoch, key=jax.random.fold_in(epochs_key, epoch_index))
-            skipped = {name: jnp.float32(jnp.nan) for name in EPOCH_SUMMARY}
-            params, opt_state, summary = jax.lax.cond(
-                active, run_epoch, lambda p, o: (p, o, skipped), params, opt_state)
+            if every_epoch_runs:  # known while tracing: no mask to apply (under vmap a cond costs a select)
+                params, opt_state, summary = run_epoch(params, opt_state)
+            else:
+                skipped = {name: jnp.float32(jnp.nan) for name in EPOCH_SUMMARY}
+                params, opt_state, summary = jax.lax.cond(
+                    active, run_epoch, lambda p, o: (p, o, skipped), params, opt_state)
             stopped = stopped | (active & (summary["kl_k3"] > 1.5 * hp.target_kl))
             return (params, opt_state, stopped), {**summary, "active": active}
 

@@ -123,7 +123,7 @@ def test_registry_and_results_files(tmp_path):
                                summarize=lambda r: "SUMMARY LINE"), registry)
     with pytest.raises(ValueError):
         suite.register(case, registry)
-    result = suite.run_case(case, quick=True, rounds=2, warmup=0, log=lambda m: None, clock=clock,
+    result = suite.run_case(case, mode="quick", rounds=2, warmup=0, log=lambda m: None, clock=clock,
                             load=lambda: 0.0, cores=2)
     assert result["sizes"] == {"n": 2}
     result["summary"] = suite.summary_for(case, result)

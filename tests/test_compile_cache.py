@@ -43,10 +43,11 @@ def test_a_second_run_reads_its_programs_from_the_cache(tmp_path):
     assert entries(tmp_path / "unused") == []
 
 
-def test_progress_chunks_divide_the_run_into_about_progress_points_reports():
+def test_progress_chunks_divide_the_run_into_between_half_and_twice_progress_points_reports():
     assert progress_chunk(4, points=25) == 1            # a short run: every update reported
     assert progress_chunk(976, points=25) == 61         # 976 = 16 x 61: 16 reports, one program
-    assert progress_chunk(1000, points=25) == 40        # 25 reports
+    assert progress_chunk(1000, points=25) == 50        # the fewest chunks of at least 12.5: 20
+    assert progress_chunk(32, points=25) == 2
     for n in (1, 7, 50, 976, 1000, 3906, 2**20):
         k = progress_chunk(n, points=25)
         assert n % k == 0 and min(n, 12.5) <= n // k <= 50

@@ -87,6 +87,25 @@ def test_vmapped_runs_in_chunks_equal_one_piece_bit_for_bit():
                                 whole)
 
 
+@pytest.mark.slow
+def test_the_unmasked_epochs_of_known_hyperparameters_equal_the_masked_path_bit_for_bit():
+    """With the config's own hyperparameters (known while tracing), update_epochs = the scanned
+    epochs and no KL stop, the update runs its epochs without the mask (no lax.cond); given as
+    traced arguments, the same values go through the mask. Same numbers, bit for bit, one run and
+    vmapped."""
+    cfg = ppo.make_config(TINY)
+    train = ppo.make_train(cfg)
+    hp = ppo.HParams.from_config(cfg)
+    assert ppo.train.no_epoch_masked(hp, cfg.epochs_scan)
+    assert not ppo.train.no_epoch_masked(ppo.HParams.from_config(ppo.make_config({**TINY, "target_kl": 0.01})),
+                                         cfg.epochs_scan)
+    key = jax.random.PRNGKey(5)
+    chex.assert_trees_all_equal(jax.jit(train)(key), jax.jit(train)(key, hp))
+    keys = jax.random.split(key, 3)
+    hps = ppo.HParams.stack(cfg, runs=3)
+    chex.assert_trees_all_equal(jax.jit(jax.vmap(train))(keys), jax.jit(jax.vmap(train))(keys, hps))
+
+
 def test_learning_rate_anneals_linearly_to_zero_at_the_end_of_the_run():
     cfg = ppo.make_config({**TINY, "lr": 1e-3})
     train = jax.jit(ppo.make_train(cfg))

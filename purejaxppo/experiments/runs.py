@@ -14,8 +14,8 @@ streams and the update counter, a run in chunks equals the run in one piece, and
 resumed run equals the run never interrupted (same device layout), bit for bit.
 
 Live progress is reported from the host between chunks when it can be: without
-`chunk_updates`, the run is cut into chunks of a divisor of its updates giving about
-PROGRESS_POINTS reports (one program still), and `progress(updates_done, episode_return)`
+`chunk_updates`, the run is cut into chunks of a divisor of its updates giving between
+PROGRESS_POINTS / 2 and 2 x PROGRESS_POINTS reports (one program still), and `progress(updates_done, episode_return)`
 is called per run after each. Programs without a host callback inside are written to JAX's
 persistent compilation cache, so that a second run of the same config skips XLA's
 compile. Where no divisor fits (a prime number of updates, or `chunk_updates` too coarse),
@@ -110,12 +110,12 @@ def _stack(parts: list[dict]) -> dict:
 
 
 def progress_chunk(num_updates: int, points: int = PROGRESS_POINTS) -> int | None:
-    """The chunk of updates between host-side progress reports: the divisor of
-    `num_updates` whose number of chunks is nearest `points`, among those giving between
+    """The chunk of updates between host-side progress reports: the largest divisor of
+    `num_updates` (the fewest chunks, each one dispatch from the host) giving between
     min(num_updates, points / 2) and 2 x points chunks; None when no divisor does."""
     low, high = min(num_updates, points / 2), 2 * points
     fitting = [k for k in range(1, num_updates + 1) if num_updates % k == 0 and low <= num_updates // k <= high]
-    return min(fitting, key=lambda k: abs(num_updates // k - points), default=None)
+    return max(fitting, default=None)
 
 
 class _Group:
