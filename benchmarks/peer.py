@@ -15,9 +15,10 @@ Protocol (one JSON object per tagged line on stdout; the libraries' own output i
   a line "quit" or the end of stdin ends the process. Any failure: PEER_ERROR {"reason"}.
 
 Every kind is timed the same way: `compile_s` is the time of `.lower(keys).compile()` of
-`jax.jit(jax.vmap(train))` (ours-cores: `ShardedRuns` over one host device per core; SB3:
-nothing to compile, None), and `seconds` is the wall time of one execution ended by
-`jax.block_until_ready` (SB3: one `model.learn` of a fresh model).
+`jax.jit(jax.vmap(train))` (ours-cores: `ShardedRuns` over one host device per core; SB3 and
+Brax's trainer: None), and `seconds` is the wall time of one execution ended by
+`jax.block_until_ready` (SB3: one `model.learn` of a fresh model; Brax's trainer, which
+compiles on every call: its own compile-free training time).
 
 Settings arrive in the suite's own names (`SETTINGS` below, the classic CartPole setting
 of CleanRL's and PureJaxRL's ppo.py) and are mapped here to each library's config.
@@ -26,6 +27,7 @@ of CleanRL's and PureJaxRL's ppo.py) and are mapped here to each library's confi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -176,8 +178,50 @@ def build_sb3(s: dict, seeds: int):
     return execute, final_return, None, {"torch": torch.__version__, "torch_threads": torch.get_num_threads()}
 
 
+@dataclasses.dataclass
+class Timed:
+    """An execution that measured itself (a trainer that cannot leave its compile out)."""
+
+    seconds: float
+    out: object
+
+
+def brax_case(s: dict):
+    """A Brax config (settings "config", "updates"), its updates rounded down to a multiple of
+    Brax's three training epochs (benchmarks/brax_side_by_side.py)."""
+    from benchmarks.brax_side_by_side import load_case
+
+    return load_case(s["config"], s["updates"])
+
+
+def build_ours_brax(s: dict, seeds: int):
+    import purejaxppo as ppo
+
+    execute, compile_s = jitted(ppo.make_train(brax_case(s)), seeds)
+    return execute, ours_return, compile_s, {"purejaxppo": ppo.__version__}
+
+
+def build_brax_trainer(s: dict, seeds: int):
+    """Brax's own PPO trainer (brax.training.agents.ppo.train) on the environment our adapter builds,
+    the settings mapped as benchmarks/brax_side_by_side.py maps them. Every call compiles again
+    (its jitted functions are made inside train): its time is what Brax measures itself for
+    training without compile, 3 x its third (first compile-free) training epoch."""
+    from benchmarks.brax_side_by_side import run_brax
+
+    if seeds != 1:
+        raise ValueError("Brax's trainer trains one seed per call")
+    cfg = brax_case(s)
+
+    def execute():
+        result = run_brax(cfg, 0, eval_episodes=16)
+        return Timed(result["train_s"], result)
+
+    return execute, lambda result: result["return"], None, {
+        "note": "time: 3 x Brax's own compile-free epoch time; return: its deterministic evaluation (16 episodes)"}
+
+
 BUILDERS = {"ours": build_ours, "ours-cores": build_ours_cores, "pjrl": build_pjrl, "rejax": build_rejax,
-            "sb3": build_sb3}
+            "sb3": build_sb3, "ours-brax": build_ours_brax, "brax-trainer": build_brax_trainer}
 
 
 def serve(execute, final_return, compile_s, info, lines=sys.stdin) -> None:
@@ -193,6 +237,8 @@ def serve(execute, final_return, compile_s, info, lines=sys.stdin) -> None:
             start = time.perf_counter()
             out = execute()
             seconds = time.perf_counter() - start
+            if isinstance(out, Timed):
+                seconds, out = out.seconds, out.out
             emit("PEER_DONE", {"seconds": seconds, "final_return": final_return(out)})
             del out
 

@@ -553,6 +553,9 @@ PEERS = {
               ("REJAX_VENV", "/work/venv-rejax"), "rejax", None),
     "sb3": ("Stable-Baselines3 PPO (PyTorch, CPU) on gymnasium CartPole-v1, 4 DummyVecEnv envs, one run",
             ("SB3_VENV", "/work/venv-sb3"), "stable_baselines3", None),
+    "ours-brax": ("purejaxppo on a Brax config, jax.jit(jax.vmap(make_train(cfg))), one seed", None, "brax", ()),
+    "brax-trainer": ("Brax's own PPO trainer (brax.training.agents.ppo.train), the same settings, one seed; "
+                     "time: 3 x its own compile-free epoch time", None, "brax", ()),
 }
 
 
@@ -578,16 +581,20 @@ def peer_python(name: str) -> tuple[str, dict]:
         if importlib.util.find_spec(module) is None:
             raise Skip(f"{module} is not installed here and there is no venv at {root} "
                        f"(set {venv[0]}; see benchmarks/README.md)")
+    elif importlib.util.find_spec(module) is None:
+        raise Skip(f"{module} is not installed here")
     return sys.executable, env
 
 
-def peer_contender(name: str, seeds: int, timesteps: int) -> Contender:
+def peer_contender(name: str, seeds: int, timesteps: int, settings: dict | None = None) -> Contender:
     from benchmarks.suite import PeerProcess
+
+    settings = {"total_timesteps": timesteps} if settings is None else settings
 
     def build():
         python, env = peer_python(name)
         proc = PeerProcess([python, str(PEER_SCRIPT), "--kind", name, "--seeds", str(seeds),
-                            "--settings", json.dumps({"total_timesteps": timesteps})], env=env, cwd=str(REPO))
+                            "--settings", json.dumps(settings)], env=env, cwd=str(REPO))
         return proc.prepare(steps=seeds * timesteps, info={"runs": seeds, "total_timesteps": timesteps,
                                                            "python": python})
 
@@ -611,6 +618,19 @@ def peer_groups(sizes):
                    "the episodes that ended in the last update (rejax: its final evaluation; SB3: its last 100 "
                    "episodes)"],
             params={"runs": seeds}))
+    if sizes.get("brax_updates"):
+        from benchmarks.brax_side_by_side import EPOCHS
+
+        base = load_cfg("brax/fast", 1)
+        updates = sizes["brax_updates"] - sizes["brax_updates"] % EPOCHS
+        settings = {"config": str(REPO / CONFIGS["brax/fast"]), "updates": updates}
+        contenders = [peer_contender(n, 1, updates * base.batch_size, settings) for n in ("ours-brax", "brax-trainer")]
+        groups.append(Group(
+            "brax/fast, 1 seed", contenders, baseline="brax-trainer",
+            notes=[f"configs/brax/fast.yaml, {updates} updates x {base.batch_size} steps, its settings mapped onto "
+                   "Brax's trainer as benchmarks/brax_side_by_side.py maps them (there: what differs); Brax's time is "
+                   "its own measurement of training without compile (it compiles on every call)"],
+            params={"runs": 1}))
     return groups
 
 
@@ -625,19 +645,20 @@ def peer_summary(result):
                 parts.append(f"{c['contender']} {c['speed_vs_baseline']['median']:.2f}x")
         rets = ", ".join(f"{c['contender']} {c['info'].get('final_return', float('nan')):.1f}"
                          for c in g["cells"] if c["status"] == "ok")
-        lines.append(f"- {g['name']}: steps/s against PureJaxRL: {'; '.join(parts)}. Final return: {rets}")
+        lines.append(f"- {g['name']}: steps/s against {g['baseline']}: {'; '.join(parts)}. Final return: {rets}")
     return "\n".join(lines)
 
 
 register(Case(
     name="peers",
-    title="peers side by side: PureJaxRL, rejax, Stable-Baselines3 (CartPole-v1, the same settings)",
+    title="peers side by side: PureJaxRL, rejax, Stable-Baselines3 on CartPole-v1; full: Brax's trainer on brax/fast",
     sizes={"quick": {"seeds": [1, 16], "timesteps": {"1": 65536, "16": 16384}, "sb3_timesteps": 8192,
-                     "contenders": list(PEERS)},
+                     "contenders": ["ours", "ours-cores", "pjrl", "rejax", "sb3"]},
            "full": {"seeds": [1, 64], "timesteps": {"1": 500_000, "64": 32768}, "sb3_timesteps": 65536,
-                    "contenders": list(PEERS)}},
+                    "contenders": ["ours", "ours-cores", "pjrl", "rejax", "sb3"], "brax_updates": 96}},
     groups=peer_groups, summarize=peer_summary,
-    explain="Ratios: each peer's steps/s against PureJaxRL's in the same round (> 1: faster than PureJaxRL). "
+    explain="Ratios: each peer's steps/s against the group's baseline (PureJaxRL; Brax's trainer for brax/fast) in "
+            "the same round (> 1: faster). "
             "A peer that is not installed here or fails is reported as skipped with the reason."))
 
 
