@@ -234,6 +234,17 @@ def env_alone(cfg, runs: int) -> Prepared:
                     info={"runs": runs})
 
 
+def synthetic_batch(cfg, key, obs_shape, n_actions) -> dict:
+    """A batch of single steps of the rollout's shape (batch_size), as `Learner._epoch` takes it:
+    random observations, actions and advantages; no env, no rollout."""
+    k_obs, k_act, k_adv = jax.random.split(key, 3)
+    b = cfg.batch_size
+    return {"obs": jax.random.normal(k_obs, (b, *obs_shape)), "action": jax.random.randint(k_act, (b,), 0, n_actions),
+            "old_log_prob": jnp.full((b,), -math.log(n_actions)), "old_value": jnp.zeros((b,)),
+            "advantage": jax.random.normal(k_adv, (b,)), "target": jnp.zeros((b,)),
+            "done": jnp.zeros((b,), bool), "carry": ()}
+
+
 def networks_alone(cfg, runs: int) -> Prepared:
     """The learner's own epochs (`Learner._epoch`: shuffle, minibatch forward+backward, Adam) on a
     fixed synthetic batch of the rollout's shape, update_epochs x num_updates times per run, vmapped
@@ -245,16 +256,10 @@ def networks_alone(cfg, runs: int) -> Prepared:
     n_actions = learner.env.action_space.num_actions
 
     def one_run(key):
-        k_init, k_obs, k_act, k_adv, k_loop = jax.random.split(key, 5)
+        k_init, k_batch, k_loop = jax.random.split(key, 3)
         params, agent_state = learner.agent.init(k_init, obs0)  # single steps: an MLP policy
         opt_state = ppo.train.make_optimizer(1.0, 1.0).init(params)
-        b = cfg.batch_size
-        batch = {"obs": jax.random.normal(k_obs, (b, *obs_shape)),
-                 "action": jax.random.randint(k_act, (b,), 0, n_actions),
-                 "old_log_prob": jnp.full((b,), -math.log(n_actions)),
-                 "old_value": jnp.zeros((b,)),
-                 "advantage": jax.random.normal(k_adv, (b,)),
-                 "target": jnp.zeros((b,)), "done": jnp.zeros((b,), bool), "carry": ()}
+        batch = synthetic_batch(cfg, k_batch, obs_shape, n_actions)
 
         def epoch(carry, key):
             params, opt_state = carry
@@ -294,10 +299,7 @@ def network_flops_per_update(cfg) -> dict:
     batch_obs = jnp.broadcast_to(state.obs, (cfg.num_steps, *state.obs.shape))
     forward = xla_flops(lambda p, o: agent.step(p, state.agent_state, carry, o)[1:], state.params, batch_obs)
     one_minibatch = Learner(dataclasses.replace(cfg, num_minibatches=1))
-    b = cfg.batch_size
-    batch = {"obs": batch_obs.reshape(b, *state.obs.shape[1:]), "action": jnp.zeros((b,), jnp.int32),
-             "old_log_prob": jnp.zeros((b,)), "old_value": jnp.zeros((b,)), "advantage": jnp.ones((b,)),
-             "target": jnp.zeros((b,)), "done": jnp.zeros((b,), bool), "carry": ()}
+    batch = synthetic_batch(cfg, key, state.obs.shape[1:], learner.env.action_space.num_actions)
     hp = ppo.HParams.from_config(cfg)
     epoch = xla_flops(lambda p, o: one_minibatch._epoch(p, o, key, batch, state.agent_state, hp, hp.lr)[:2],
                       state.params, state.opt_state)

@@ -127,8 +127,9 @@ class _Group:
         self.chunk = min(chunk_updates or self.num_updates, self.num_updates)
         # progress from the host between chunks, or else from inside the program
         self.host_progress = None
-        if progress is not None and chunk_updates is None and progress_chunk(self.num_updates) is not None:
-            self.host_progress, self.chunk, progress = progress, progress_chunk(self.num_updates), None
+        host_chunk = progress_chunk(self.num_updates) if progress is not None and chunk_updates is None else None
+        if host_chunk is not None:
+            self.host_progress, self.chunk, progress = progress, host_chunk, None
         self.learners = [Learner(s.config, progress) for s in sets]
         self.max_parallel = max_parallel
         self.shapes = [jax.eval_shape(jax.vmap(learner.init), s.keys) for learner, s in zip(self.learners, sets)]
