@@ -131,8 +131,10 @@ class ShardedBuckets:
     The args given to build it may be shapes only (`jax.ShapeDtypeStruct` leaves, e.g. from
     `jax.eval_shape`): the program is compiled for them and called with data later.
 
-    Each bucket's runs are laid out as [devices, runs per device]; the device axis is
-    sharded and each device vmaps its runs, or, with `chunk=N`, runs them N at a time
+    Each bucket's run axis (padded to devices x runs per device) is split over the devices
+    by `jax.shard_map`: each device traces and runs the plain single-device program on its
+    own runs (no second vmap to trace, nothing for the partitioner to propagate), vmapped,
+    or, with `chunk=N`, N at a time
     (`jax.lax.map(..., batch_size=N)`, runs per device padded to a multiple of N) to bound
     memory: same numbers either way. `memory_bytes` is the memory per device to plan for
     (default: what it has free); a program that does not fit raises ResourceError before it
@@ -153,15 +155,17 @@ class ShardedBuckets:
             self._layouts.append(layout)
             per_device = layout.per_device
 
-            def on_device(*device_args, fn=fn, per_device=per_device):
+            def on_device(*device_args, fn=fn, per_device=per_device):  # [per_device, ...]: this device's runs
                 if chunk is None or chunk >= per_device:
                     return jax.vmap(fn)(*device_args)
                 return jax.lax.map(lambda a: fn(*a), device_args, batch_size=chunk)
 
-            programs.append(jax.vmap(on_device))
-            self._shardings.append(NamedSharding(Mesh(np.array(used), ("runs",)), PartitionSpec("runs")))
+            mesh = Mesh(np.array(used), ("runs",))
+            programs.append(jax.shard_map(on_device, mesh=mesh, in_specs=PartitionSpec("runs"),
+                                          out_specs=PartitionSpec("runs"), check_vma=False))
+            self._shardings.append(NamedSharding(mesh, PartitionSpec("runs")))
             shapes.append(jax.tree.map(lambda x, sharding=self._shardings[-1]: jax.ShapeDtypeStruct(
-                (len(used), per_device, *x.shape[1:]), x.dtype, sharding=sharding), args))
+                (layout.padded, *x.shape[1:]), x.dtype, sharding=sharding), args))
         concrete = not any(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves([a for _, a in pairs]))
         self._args = self._lay_out([a for _, a in pairs]) if concrete else None
         # runs computed at once on a device (the largest bucket's)
@@ -211,14 +215,13 @@ class ShardedBuckets:
                             f"{_size(memory_bytes)} free; {advice}")
 
     def _lay_out(self, all_args):
-        """Each run set's args, padded to [devices, runs per device, ...] and placed on the
+        """Each run set's args, padded to devices x runs per device and placed on the
         devices: every process holds the same inputs and places the slices of its own."""
         placed = []
         for args, layout, sharding in zip(all_args, self._layouts, self._shardings):
-            laid_out = jax.tree.map(lambda x: np.asarray(x).reshape(layout.devices, layout.per_device, *x.shape[1:]),
-                                    _pad(args, layout.padded))
+            padded = jax.tree.map(np.asarray, _pad(args, layout.padded))
             placed.append(jax.tree.map(
-                lambda x: jax.make_array_from_callback(x.shape, sharding, lambda index: x[index]), laid_out))
+                lambda x: jax.make_array_from_callback(x.shape, sharding, lambda index: x[index]), padded))
         return placed
 
     def __call__(self, all_args=None) -> list:
@@ -235,7 +238,7 @@ class ShardedBuckets:
             from jax.experimental import multihost_utils
 
             outs = multihost_utils.process_allgather(outs, tiled=True)
-        return [jax.tree.map(lambda x, layout=layout: x.reshape(layout.padded, *x.shape[2:])[:layout.num_runs], out)
+        return [jax.tree.map(lambda x, layout=layout: x[:layout.num_runs], out)
                 for out, layout in zip(outs, self._layouts)]
 
 
