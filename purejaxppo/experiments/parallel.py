@@ -127,6 +127,7 @@ class ShardedBuckets:
         runs = ShardedBuckets([(fn_a, args_a), (fn_b, args_b)])   # compiles (.compile_seconds)
         out_a, out_b = runs()                  # executes; each output's leading axis: its runs
         out_a, out_b = runs([args_a2, args_b2])   # the same program on other inputs
+        runs.out_shapes                        # [outputs' shapes per bucket], known before it runs
 
     The args given to build it may be shapes only (`jax.ShapeDtypeStruct` leaves, e.g. from
     `jax.eval_shape`): the program is compiled for them and called with data later.
@@ -177,6 +178,9 @@ class ShardedBuckets:
         jitted = jax.jit(lambda all_args: [program(*a) for program, a in zip(programs, all_args)])
         start = time.perf_counter()
         lowered = jitted.lower(shapes)
+        # each bucket's outputs, leading axis its runs (the padding dropped, as `__call__` does)
+        self.out_shapes = [jax.tree.map(lambda x, n=layout.num_runs: jax.ShapeDtypeStruct((n, *x.shape[1:]), x.dtype), out)
+                           for out, layout in zip(lowered.out_info, self._layouts)]
         if memory_bytes is not None:  # before compiling: the results alone must fit
             results = sum(_nbytes(out) // layout.devices for out, layout in zip(lowered.out_info, self._layouts))
             if results > memory_bytes:

@@ -132,9 +132,9 @@ class _Group:
             self.host_progress, self.chunk, progress = progress, host_chunk, None
         self.learners = [Learner(s.config, progress) for s in sets]
         self.max_parallel = max_parallel
-        self.shapes = [jax.eval_shape(jax.vmap(learner.init), s.keys) for learner, s in zip(self.learners, sets)]
         self.init = ShardedBuckets([(learner.init, (s.keys,)) for learner, s in zip(self.learners, sets)],
-                                        chunk=max_parallel)
+                                   chunk=max_parallel)
+        self.shapes = self.init.out_shapes
         self._chunks: dict[int, ShardedBuckets] = {}
         self.chunk_program(self.chunk)
         self.evaluate = None
