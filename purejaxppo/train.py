@@ -274,8 +274,9 @@ class Learner:
             return (params, opt_state), {**diagnostics, "grad_norm": optax.global_norm(grads)}
 
         (params, opt_state), diagnostics = jax.lax.scan(sgd_step, (params, opt_state), minibatches)
-        summary = {name: jnp.mean(diagnostics[name]) for name in EPOCH_SUMMARY}
-        summary["ratio_error"] = diagnostics["ratio_error"][0]  # first minibatch of the epoch
+        # means over the epoch's minibatches; ratio_error: its first minibatch's
+        summary = {name: diagnostics[name][0] if name == "ratio_error" else jnp.mean(diagnostics[name])
+                   for name in EPOCH_SUMMARY}
         return params, opt_state, summary
 
     def _clip_cases(self, params, agent_state, batch, clip_eps):
