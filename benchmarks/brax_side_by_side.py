@@ -113,10 +113,11 @@ class Ours:
         keys = jax.random.split(jax.random.PRNGKey(0), seeds)
         self.keys = keys
         t = time.perf_counter()
-        self.train = jax.jit(jax.vmap(ppo.make_train(cfg))).lower(keys).compile()
+        self.train = jax.jit(jax.vmap(ppo.make_train(cfg)), compiler_options=ppo.compiler_options()).lower(keys).compile()
         self.compile_s = time.perf_counter() - t
         learner = Learner(cfg)
-        evaluate = jax.jit(jax.vmap(lambda state: learner.evaluate(state, eval_episodes, True)))
+        evaluate = jax.jit(jax.vmap(lambda state: learner.evaluate(state, eval_episodes, True)),
+                           compiler_options=ppo.compiler_options())
         self.evaluate = evaluate
         self.eval_compile_s = None
         self.returns = None

@@ -15,7 +15,8 @@ Protocol (one JSON object per tagged line on stdout; the libraries' own output i
   a line "quit" or the end of stdin ends the process. Any failure: PEER_ERROR {"reason"}.
 
 Every kind is timed the same way: `compile_s` is the time of `.lower(keys).compile()` of
-`jax.jit(jax.vmap(train))` (ours-cores: `ShardedRuns` over one host device per core; SB3 and
+`jax.jit(jax.vmap(train))` (ours with `purejaxppo.compiler_options()`, as the package compiles
+its programs; ours-cores: `ShardedRuns` over one host device per core; SB3 and
 Brax's trainer: None), and `seconds` is the wall time of one execution ended by
 `jax.block_until_ready` (SB3: one `model.learn` of a fresh model; Brax's trainer, which
 compiles on every call: its own compile-free training time).
@@ -48,14 +49,15 @@ def emit(tag: str, payload: dict) -> None:
 
 # --------------------------------------------------------------------------------------
 # builders: settings, seeds -> (execute() -> output, final_return(output), compile seconds, info)
-def jitted(train, seeds: int):
-    """`jax.jit(jax.vmap(train))` on `seeds` keys, compiled (timed); execute() runs it, blocking."""
+def jitted(train, seeds: int, ours: bool = True):
+    """`jax.jit(jax.vmap(train))` on `seeds` keys, compiled (timed; ours with purejaxppo's compiler
+    options, a peer's with XLA's defaults); execute() runs it, blocking."""
     import jax
 
     from benchmarks.suite import compile_timed  # the suite's one timing helper (PYTHONPATH has this repo)
 
     keys = jax.random.split(jax.random.PRNGKey(0), seeds)
-    compiled, compile_s = compile_timed(jax.vmap(train), keys)
+    compiled, compile_s = compile_timed(jax.vmap(train), keys, ours=ours)
     return (lambda: jax.block_until_ready(compiled(keys))), compile_s
 
 
@@ -109,7 +111,7 @@ def build_pjrl(s: dict, seeds: int):
               "ANNEAL_LR": s["anneal_lr"]}
     if s["hidden_sizes"] != [64, 64]:
         raise ValueError("PureJaxRL's ppo.py has 64x64 networks only")
-    execute, compile_s = jitted(make_train(config), seeds)
+    execute, compile_s = jitted(make_train(config), seeds, ours=False)
 
     def final_return(out):
         # the episodes that finished in the last update, as ours; none finished: that update's mean
@@ -138,7 +140,7 @@ def build_rejax(s: dict, seeds: int):
                       skip_initial_evaluation=True,
                       agent_kwargs={"activation": s["activation"], "hidden_layer_sizes": tuple(s["hidden_sizes"])})
     algo = algo.replace(eval_callback=lambda algo, ts, rng: ())
-    execute, compile_s = jitted(lambda key: algo.train(key)[0], seeds)
+    execute, compile_s = jitted(lambda key: algo.train(key)[0], seeds, ours=False)
 
     @jax.jit
     @jax.vmap

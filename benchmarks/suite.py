@@ -146,13 +146,19 @@ def _load() -> float:
 
 # --------------------------------------------------------------------------------------
 # the one timing helper
-def compile_timed(fn, *args, **kwargs):
-    """`jax.jit(fn).lower(*args).compile()` -> (compiled, seconds). `fn` may already be jitted."""
+def compile_timed(fn, *args, ours: bool = True):
+    """`jax.jit(fn).lower(*args).compile()` -> (compiled, seconds). Our code (`ours`) is
+    compiled with `purejaxppo.compiler_options()`, as the package compiles its own programs;
+    a peer's with XLA's defaults."""
     import jax
 
-    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    options = None
+    if ours:
+        from purejaxppo import compiler_options
+
+        options = compiler_options()
     start = time.perf_counter()
-    compiled = jitted.lower(*args, **kwargs).compile()
+    compiled = jax.jit(fn, compiler_options=options).lower(*args).compile()
     return compiled, time.perf_counter() - start
 
 

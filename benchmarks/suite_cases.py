@@ -68,7 +68,7 @@ def vmapped_train(cfg, runs: int, **make_train_kwargs) -> Prepared:
     if shared:
         compiled, compile_s = _COMPILED[memo]
     else:
-        compiled, compile_s = compile_timed(jax.jit(jax.vmap(ppo.make_train(cfg, **make_train_kwargs))), keys)
+        compiled, compile_s = compile_timed(jax.vmap(ppo.make_train(cfg, **make_train_kwargs)), keys)
         if memo is not None:
             _COMPILED[memo] = compiled, compile_s
     def run():
@@ -546,7 +546,8 @@ register(Case(
 PEER_SCRIPT = Path(__file__).resolve().parent / "peer.py"
 # name -> (what, the venv variable and its default, the module its python must import, extra PYTHONPATH)
 PEERS = {
-    "ours": ("purejaxppo, jax.jit(jax.vmap(make_train(cfg))) on one device", None, "purejaxppo", ()),
+    "ours": ("purejaxppo, jax.jit(jax.vmap(make_train(cfg))) on one device, compiled with "
+             "purejaxppo.compiler_options() (the CLI's)", None, "purejaxppo", ()),
     "ours-cores": ("purejaxppo, the seed axis sharded over one host device per core (ShardedRuns: the CLI's path)",
                    None, "purejaxppo", ()),
     "pjrl": ("PureJaxRL's purejaxrl/ppo.py make_train, jax.jit(jax.vmap(train)) on one device, its own venv",

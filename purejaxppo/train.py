@@ -39,6 +39,7 @@ import optax
 
 from purejaxppo import pytree
 from purejaxppo.agent import make_agent
+from purejaxppo.compiler import compiler_options
 from purejaxppo.config import ACTION_KIND_FIELDS, HParams, PPOConfig, check_config, check_hparams
 from purejaxppo.errors import ConfigError
 from purejaxppo.envs import check_env_config, make_env
@@ -337,7 +338,7 @@ class Policy:
     def __init__(self, agent, params, agent_state):
         self.agent, self.params, self.agent_state = agent, params, agent_state
         self.carry = None  # the memory of the last call's rows (recurrent policies)
-        self._act = jax.jit(self._step, static_argnums=4)
+        self._act = jax.jit(self._step, static_argnums=4, compiler_options=compiler_options())
 
     def _step(self, carry, obs, key, new_episode, deterministic):
         fresh = self.agent.initial_carry(obs.shape[0])

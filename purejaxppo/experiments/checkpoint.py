@@ -23,6 +23,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from purejaxppo.compiler import compiler_options
 from purejaxppo.config import make_config
 from purejaxppo.errors import UsageError
 from purejaxppo.train import Learner
@@ -190,7 +191,8 @@ def evaluate_folder(run_dir, *, episodes: int, seed: int = 0, deterministic: boo
     first_seed, seeds = meta["first_seed"], meta["spec"]["seeds"]
     out = []
     for name, (cfg, learner, state) in sets.items():
-        evaluate = jax.jit(jax.vmap(lambda s: learner.evaluate(s, episodes, deterministic, jax.random.PRNGKey(seed))))
+        evaluate = jax.jit(jax.vmap(lambda s: learner.evaluate(s, episodes, deterministic, jax.random.PRNGKey(seed))),
+                           compiler_options=compiler_options())
         returns = np.asarray(evaluate(state))
         for j, k in enumerate(meta["sets"][name]["runs"]):
             out.append({"run": k, "seed": first_seed + k % seeds, "step": meta["step"], "returns": returns[j]})

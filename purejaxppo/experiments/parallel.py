@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from purejaxppo.compiler import compiler_options
 from purejaxppo.errors import ResourceError
 from purejaxppo.experiments import compile_cache
 
@@ -175,7 +176,8 @@ class ShardedBuckets:
             local = [d for d in devices if d.process_index == jax.process_index()]
             memory_bytes = free_memory_bytes(local[0]) if local else None
         self.memory_bytes = memory_bytes
-        jitted = jax.jit(lambda all_args: [program(*a) for program, a in zip(programs, all_args)])
+        jitted = jax.jit(lambda all_args: [program(*a) for program, a in zip(programs, all_args)],
+                         compiler_options=compiler_options(devices[0].platform))
         start = time.perf_counter()
         lowered = jitted.lower(shapes)
         # each bucket's outputs, leading axis its runs (the padding dropped, as `__call__` does)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import numpy as np
 
+from purejaxppo.compiler import compiler_options
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_raw_env
 from purejaxppo.envs.brax import BraxEnv
@@ -17,7 +20,7 @@ def episode(cfg: PPOConfig, env: BraxEnv, state, key, deterministic: bool = True
     states, one per step from the reset to the episode's end, and the episode's return)."""
     agent = Learner(cfg).agent
 
-    @jax.jit
+    @partial(jax.jit, compiler_options=compiler_options())
     def play(key):
         reset_key, key = jax.random.split(key)
         obs, env_state = env.reset(reset_key)
