@@ -52,6 +52,23 @@ def test_a_lone_run_is_not_copied_to_every_device():
     assert runs().metrics["episode_return"].shape == (1, 1)
 
 
+def test_sharded_programs_compile_with_the_package_compiler_options(monkeypatch):
+    """The CLI's and sweeps' programs get `compiler_options()` for their devices' platform
+    (LLVM -O1 on a CPU, XLA's defaults elsewhere): an option XLA does not know, put there,
+    fails their compile."""
+    import jax.numpy as jnp
+    from purejaxppo import compiler_options
+    from purejaxppo.experiments import parallel
+
+    assert compiler_options("cpu") == {"xla_backend_optimization_level": 1}
+    assert compiler_options("gpu") is None
+    asked = []
+    monkeypatch.setattr(parallel, "compiler_options", lambda platform: asked.append(platform) or {"xla_no_such": 1})
+    with pytest.raises(Exception, match="xla_no_such"):
+        parallel.ShardedRuns(lambda x: x * 2, jnp.ones((2, 3)))
+    assert asked == ["cpu"]
+
+
 @pytest.mark.slow
 def test_two_processes_on_loopback_equal_one(tmp_path):
     """Multi-host for real: two processes joined by jax.distributed (gloo over 127.0.0.1)
