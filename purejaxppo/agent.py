@@ -85,13 +85,17 @@ class Agent:
     def act(self, params, agent_state, carry, obs, key, deterministic=False):
         """A batch of observations -> (carry, env_action, action, log_prob, value).
 
-        `action` is the mode of the policy (deterministic) or a sample from it.
+        `action` is the mode of the policy (deterministic) or a sample from it;
+        `deterministic` may be a traced bool (one program for both, e.g. evaluations).
         Continuous actions are clipped to the action bounds (or, with tanh squashing,
         squashed into them) for the environment only (`env_action`); the unclipped
         (unsquashed) `action` and its log-probability go to the learner.
         """
         dist, value, carry = self.step(params, agent_state, carry, obs)
-        action = dist.mode() if deterministic else dist.sample(key)
+        if isinstance(deterministic, bool):  # known while tracing: the mode needs no key
+            action = dist.mode() if deterministic else dist.sample(key)
+        else:
+            action = jnp.where(deterministic, dist.mode(), dist.sample(key))
         log_prob = dist.log_prob(action)
         env_action = action
         if isinstance(dist, TanhGaussian):

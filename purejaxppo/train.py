@@ -163,7 +163,8 @@ class Learner:
 
     def evaluate(self, state: LearnerState, num_episodes: int, deterministic: bool = True, key=None):
         """The policy's return on `num_episodes` fresh episodes [num_episodes]; `key`
-        defaults to one drawn from the state's evaluation stream."""
+        defaults to one drawn from the state's evaluation stream (one per mode).
+        `deterministic` may be traced: one program then evaluates both ways."""
         if key is None:
             key = jax.random.fold_in(state.eval_key, deterministic)
         return evaluate(self.env, self.agent, state.params, state.agent_state, key, num_episodes, deterministic)

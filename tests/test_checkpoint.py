@@ -64,9 +64,12 @@ def test_load_and_make_policy_act_as_in_training(saved):
     key = jax.random.PRNGKey(4)
     _, sampled, *_ = learner.agent.act(state.params, state.agent_state, (), obs, key)
     np.testing.assert_array_equal(act(obs, key), sampled)
-    # and the loaded state evaluates to the returns training reported for the final policy
-    returns = jax.jit(learner.evaluate, static_argnums=(1, 2))(state, 8, True)
-    np.testing.assert_array_equal(returns, chunked.evaluation[1]["deterministic"])
+    # and the loaded state evaluates to the returns training reported for the final policy,
+    # greedy and sampled (training evaluated both with one program, `deterministic` traced)
+    for mode, deterministic in (("deterministic", True), ("stochastic", False)):
+        returns = jax.jit(learner.evaluate, static_argnums=(1, 2))(state, 8, deterministic)
+        np.testing.assert_array_equal(returns, chunked.evaluation[1][mode])
+    assert not np.array_equal(chunked.evaluation[1]["deterministic"], chunked.evaluation[1]["stochastic"])
     # an earlier checkpoint, and all runs at once
     _, early = ppo.load(folder, step=4, run=2)
     assert int(early.updates_done) == 4

@@ -8,7 +8,8 @@ hyperparameters, sharded over every device by `ShardedBuckets`.
 
 Per group, three compiled programs: `init` (keys -> states), a chunk of K updates
 (states, hparams -> states, metrics; one program reused for every chunk; a shorter last
-chunk compiles one more) and `evaluate` (states -> returns on fresh episodes). Without
+chunk compiles one more) and `evaluate` (states, deterministic -> returns on fresh
+episodes; called twice, greedy then sampled: one program, half the size of two). Without
 `chunk_updates` the chunk is the whole run. Because the learner state carries the random
 streams and the update counter, a run in chunks equals the run in one piece, and a
 resumed run equals the run never interrupted (same device layout), bit for bit.
@@ -139,13 +140,10 @@ class _Group:
         self.chunk_program(self.chunk)
         self.evaluate = None
         if eval_episodes:
-            def evaluate_both(learner, state):
-                return {name: learner.evaluate(state, eval_episodes, deterministic)
-                        for name, deterministic in (("deterministic", True), ("stochastic", False))}
-
             self.evaluate = ShardedBuckets(
-                [(lambda state, learner=learner: evaluate_both(learner, state), (shape,))
-                 for learner, shape in zip(self.learners, self.shapes)], chunk=max_parallel)
+                [(lambda state, deterministic, learner=learner: learner.evaluate(state, eval_episodes, deterministic),
+                  (shape, jax.ShapeDtypeStruct((len(s.runs),), np.bool_)))
+                 for learner, shape, s in zip(self.learners, self.shapes, self.sets)], chunk=max_parallel)
         self.states = None                       # per set, numpy, once started
         self.metrics: list[list[dict]] = [[] for _ in sets]
         self.updates_done = 0
@@ -153,6 +151,14 @@ class _Group:
     @property
     def programs(self) -> list[ShardedBuckets]:
         return [self.init, *self._chunks.values(), *([self.evaluate] if self.evaluate is not None else [])]
+
+    def evaluation(self, interrupts) -> list[dict]:
+        """Every set's final policies on fresh episodes, greedy and sampled:
+        [{"deterministic": [n, episodes], "stochastic": [n, episodes]}] per set."""
+        modes = {name: _wait(self.evaluate([(state, np.full(len(s.runs), deterministic))
+                                            for s, state in zip(self.sets, self.states)]), interrupts)
+                 for name, deterministic in (("deterministic", True), ("stochastic", False))}
+        return [{name: returns[i] for name, returns in modes.items()} for i in range(len(self.sets))]
 
     def chunk_program(self, updates: int) -> ShardedBuckets:
         if updates not in self._chunks:
@@ -228,7 +234,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
                 start = time.perf_counter()
             evaluation = [{} for _ in group.sets]
             if group.evaluate is not None:
-                evaluation = _wait(group.evaluate([(state,) for state in group.states]), interrupts)
+                evaluation = group.evaluation(interrupts)
             timings.run_seconds += time.perf_counter() - start
             for s, state, parts, ev in zip(group.sets, group.states, group.metrics, evaluation):
                 results[s.name] = SetResult(state, _stack(parts), ev)
