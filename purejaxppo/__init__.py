@@ -12,5 +12,5 @@ from purejaxppo.experiments.sweep import SweepResult, sweep  # noqa: E402  (the 
 __version__ = "0.4.0"
 
 __all__ = ["ConfigError", "HParams", "check_config", "Learner", "LearnerState", "PPOConfig", "RunnerState", "SweepResult",
-           "TrainResult", "compiler_options", "distributions", "gae", "load", "load_config", "losses", "make_config", "make_env",
-           "make_policy", "make_train", "sweep"]
+           "TrainResult", "compiler_options", "distributions", "gae", "load", "load_config", "losses", "make_config",
+           "make_env", "make_policy", "make_train", "sweep"]
