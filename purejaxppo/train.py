@@ -53,6 +53,7 @@ ADAM_EPS = 1e-5
 PER_EPOCH_METRICS = ("kl_k1", "kl_k3", "clip_fraction", "ratio_outside")
 PER_UPDATE_MEANS = ("policy_loss", "value_loss", "entropy", "total_loss", "grad_norm")
 EPOCH_SUMMARY = PER_EPOCH_METRICS + PER_UPDATE_MEANS + ("ratio_error",)  # an epoch's scalars; NaN when masked
+EVAL_MODES = {"deterministic": True, "stochastic": False}  # the final evaluations: name -> deterministic
 PROGRESS_POINTS = 25  # host callbacks per run for live progress (measured: benchmarks/logging_overhead.py)
 
 
@@ -310,7 +311,7 @@ def make_train(cfg: PPOConfig, progress=None, eval_episodes: int = 0):
         state, metrics = learner.run(learner.init(key), hparams, cfg.num_updates)
         evaluation = {}
         if eval_episodes:
-            for name, deterministic in (("deterministic", True), ("stochastic", False)):
+            for name, deterministic in EVAL_MODES.items():
                 evaluation[name] = learner.evaluate(state, eval_episodes, deterministic)
         return TrainResult(state, metrics, evaluation)
 

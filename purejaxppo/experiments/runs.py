@@ -37,7 +37,7 @@ import numpy as np
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
 from purejaxppo.config import HParams, PPOConfig
 from purejaxppo.experiments.parallel import ShardedBuckets
-from purejaxppo.train import PROGRESS_POINTS, Learner
+from purejaxppo.train import EVAL_MODES, PROGRESS_POINTS, Learner
 
 
 @dataclasses.dataclass
@@ -157,7 +157,7 @@ class _Group:
         [{"deterministic": [n, episodes], "stochastic": [n, episodes]}] per set."""
         modes = {name: _wait(self.evaluate([(state, np.full(len(s.runs), deterministic))
                                             for s, state in zip(self.sets, self.states)]), interrupts)
-                 for name, deterministic in (("deterministic", True), ("stochastic", False))}
+                 for name, deterministic in EVAL_MODES.items()}
         return [{name: returns[i] for name, returns in modes.items()} for i in range(len(self.sets))]
 
     def chunk_program(self, updates: int) -> ShardedBuckets:
