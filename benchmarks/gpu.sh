@@ -1,30 +1,53 @@
 #!/usr/bin/env bash
-# The timing suite's GPU-sized points on a GPU host (`python -m benchmarks --gpu`: the headline
-# 2048 CartPole seeds x 5e5 steps including compile, the scaling curve up to 8192 runs or the
-# 30 s cap, the limit at 2048 runs), about 8 minutes on one H200.
+# The GPU checks as one prepared script, on a host whose python already has a jax in purejaxppo's range
+# (0.9.2 up to 0.12, with its CUDA plugin) but maybe not gymnax, brax or mujoco:
+#   1. installs the carried wheels of those into that python (no --target side install: the host's
+#      own jax, flax, optax, chex and orbax are kept; --target only if its site-packages is read-only);
+#   2. checks that the host's jax is in pyproject.toml's range and that JAX sees a GPU;
+#   3. the timing suite's GPU points (`python -m benchmarks --gpu`: the headline, 2048 CartPole seeds
+#      x 5e5 steps including compile, target under 30 s; scaling; limit), about 8 minutes on one H200;
+#   4. Brax ant at configs/brax/ant.yaml (benchmarks/gpu_brax.py: >= 1M env steps/s, >= 5000 at 50M steps).
 #
-# The host's image has jax, flax, optax, chex and orbax but not gymnax, brax or mujoco. On a
-# machine with the registries, from the repo root, fetch their wheels first and carry them:
-#     ../shared/gpu/fetch-wheels.sh .whl            # keep .whl/ out of git
+# Here, with the registries, fetch the wheels (keep .whl/ out of git):
+#     benchmarks/fetch_wheels.sh .whl
 # then on the GPU host, from the repo root:
-#     benchmarks/gpu.sh [WHEELS_DIR] [more options of python -m benchmarks, e.g. --cases headline]
-# Results: benchmarks/results/<date>-<gpu>-suite.{md,json} and plots (e.g. 2026-12-01-h200-suite.md).
+#     benchmarks/gpu.sh [WHEELS_DIR] [options of python -m benchmarks, e.g. --cases headline]
+#     PARTS=ant benchmarks/gpu.sh .whl          # only step 4 (PARTS=suite: only step 3; default both)
+# Results: benchmarks/results/<date>-<gpu>-suite.{md,json} and plots, <date>-brax-ant-gpu.{md,json}.
 set -euo pipefail
 wheels=${1:-.whl}
 [ $# -gt 0 ] && shift
-site=${SITE:-/tmp/purejaxppo-site}
+parts=${PARTS:-suite,ant}
+py=${PYTHON:-python3}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 if [ -d "$wheels" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" "$wheels"/*.whl
-  export PYTHONPATH="$site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+  if ! "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir "$wheels"/*.whl; then
+    site=${SITE:-/tmp/purejaxppo-site}
+    echo "gpu.sh: this python's site-packages is not writable: installing the wheels into $site" >&2
+    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" "$wheels"/*.whl
+    export PYTHONPATH="$site:$PYTHONPATH"
+  fi
 else
   echo "gpu.sh: no wheels folder '$wheels': using what this python has" >&2
-  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
-python3 - <<'PY'
-import jax, gymnax, purejaxppo
-backend = jax.default_backend()
-print(f"jax {jax.__version__} on {backend}: {jax.devices()}; purejaxppo {purejaxppo.__version__}")
-if backend != "gpu" and not __import__("os").environ.get("ALLOW_CPU"):
+"$py" - <<'PY'
+import importlib.metadata, os, re, tomllib
+
+import jax
+
+from purejaxppo.experiments.cli import version_line
+
+print(version_line())
+spec = next(d for d in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"] if d.startswith("jax"))
+try:
+    from packaging.requirements import Requirement
+except ImportError:
+    from pip._vendor.packaging.requirements import Requirement
+if not Requirement(spec).specifier.contains(importlib.metadata.version("jax")):
+    raise SystemExit(f"gpu.sh: this host's jax {importlib.metadata.version('jax')} is outside purejaxppo's '{spec}'")
+if jax.default_backend() != "gpu" and not os.environ.get("ALLOW_CPU"):
     raise SystemExit("gpu.sh: JAX sees no GPU (set ALLOW_CPU=1 to check the script on a CPU)")
 PY
-exec python3 -m benchmarks --gpu "$@"
+cpu=${ALLOW_CPU:+--allow-cpu}
+case ",$parts," in *,suite,*) "$py" -m benchmarks --gpu "$@" ;; esac
+case ",$parts," in *,ant,*) "$py" benchmarks/gpu_brax.py --no-install --results benchmarks/results $cpu ${ANT_OPTIONS:-} ;; esac

@@ -4,7 +4,7 @@ Meant for an offline GPU host whose image has jax, flax, optax, chex and orbax b
 gymnax, brax or mujoco. On this (CPU) machine, first fetch the wheels and copy them with
 the repo to the host:
 
-    ../shared/gpu/fetch-wheels.sh .whl          # ~36 MB; keep .whl/ out of git
+    benchmarks/fetch_wheels.sh .whl          # ~36 MB; keep .whl/ out of git
 
 then on the host, from the repo root:
 
@@ -65,7 +65,7 @@ def pip(*args) -> bool:
 def install(wheels: str, site: str) -> None:
     files = sorted(glob.glob(os.path.join(wheels, "*.whl")))
     if not files:
-        raise SystemExit(f"no wheels in {wheels!r}: run ../shared/gpu/fetch-wheels.sh {wheels} on a machine "
+        raise SystemExit(f"no wheels in {wheels!r}: run benchmarks/fetch_wheels.sh {wheels} on a machine "
                          "with internet access and copy the folder here")
     base = ["--no-index", "--no-deps", "--no-compile", "--find-links", wheels]
     if not pip(*base, *files):
@@ -88,7 +88,7 @@ def parse_value(text):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--wheels", help="folder of wheels from ../shared/gpu/fetch-wheels.sh (needed unless --no-install)")
+    parser.add_argument("--wheels", help="folder of wheels from benchmarks/fetch_wheels.sh (needed unless --no-install)")
     parser.add_argument("--results", default="benchmarks/results", help="folder for the markdown (and json) result")
     parser.add_argument("--config", default=str(REPO / "configs/brax/ant.yaml"))
     parser.add_argument("--steps", type=int, default=None, help="override total_timesteps (smoke run)")

@@ -1,6 +1,10 @@
 import csv
 import json
+import os
+import subprocess
+import sys
 
+import jax
 import numpy as np
 import pytest
 
@@ -55,10 +59,34 @@ def test_the_shipped_configs_are_listed_and_each_loads(capsys):
             ppo.load_config(configs.find(name))
 
 
-def test_version(capsys):
+def test_version_names_jax_and_the_devices(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["--version"])
-    assert exited.value.code == 0 and capsys.readouterr().out.strip() == f"purejaxppo {ppo.__version__}"
+    n = len(jax.devices())
+    assert jax.default_backend() == "cpu"  # this suite runs on a CPU
+    assert exited.value.code == 0 and capsys.readouterr().out.strip() == (
+        f"purejaxppo {ppo.__version__} · jax {jax.__version__} · cpu: {n} device{'s' * (n != 1)}")
+
+
+def test_version_in_a_fresh_process_sees_one_cpu_device_per_core():
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    out = subprocess.run([sys.executable, "-m", "purejaxppo", "--version"], capture_output=True, text=True,
+                         env=env, timeout=120)
+    n = os.cpu_count()
+    assert out.returncode == 0 and out.stdout.strip().endswith(f" · cpu: {n} device{'s' * (n != 1)}"), out
+
+
+def test_version_without_a_working_backend_is_one_line(capsys, monkeypatch):
+    def broken():
+        raise RuntimeError("Unable to initialize backend 'cuda': no CUDA-capable device is detected\nmore")
+
+    monkeypatch.setattr(jax, "devices", broken)
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    out = capsys.readouterr()
+    assert exited.value.code == 0 and out.err == ""
+    assert out.out == (f"purejaxppo {ppo.__version__} · jax {jax.__version__} · no devices (RuntimeError: "
+                       "Unable to initialize backend 'cuda': no CUDA-capable device is detected)\n")
 
 
 @pytest.mark.parametrize("seed", [str(2**32), str(2**40), str(2**64), "-1"])

@@ -36,15 +36,18 @@ def test_train_keeps_the_numbers_saved_before_the_learner_state(case):
     """tests/data/train_reference.npz (see make_train_reference.py for its history): parameters
     and losses agree to float rounding (optax's global-norm clip computes (g / norm) * max_norm
     where the first reference's code computed g * (max_norm / norm)); episodes, keys and
-    evaluation exactly."""
+    evaluation exactly, but Pendulum's evaluation returns: sums of 200 float rewards, which
+    jax 0.11's XLA adds in another order than 0.9's did (a relative 3e-7)."""
     reference = np.load(Path(__file__).parent / "data" / "train_reference.npz")
     got = flat(jax.jit(ppo.make_train(ppo.make_config(CASES[case]), eval_episodes=4))(jax.random.PRNGKey(3)))
     names = [n[len(case) + 1:] for n in reference.files if n.startswith(case + "/")]
     assert set(names) == set(got)
     for name in names:
         expected = reference[f"{case}/{name}"]
-        if name.startswith(("evaluation", "key")) or name in ("metrics/episode_return", "metrics/episodes_finished",
-                                                              "metrics/epochs_run", "metrics/learning_rate"):
+        if name.startswith("evaluation") and case == "pendulum":
+            np.testing.assert_allclose(got[name], expected, rtol=1e-6, err_msg=name)
+        elif name.startswith(("evaluation", "key")) or name in ("metrics/episode_return", "metrics/episodes_finished",
+                                                                "metrics/epochs_run", "metrics/learning_rate"):
             np.testing.assert_array_equal(got[name], expected, err_msg=name)
         else:
             np.testing.assert_allclose(got[name], expected, rtol=1e-4, atol=1e-6, err_msg=name)
@@ -67,8 +70,8 @@ def test_run_in_chunks_equals_run_in_one_piece_bit_for_bit():
     whole = chunks(learner, start, hp, [6])
     chex.assert_trees_all_equal(chunks(learner, start, hp, [2, 2, 2]), whole)  # one compiled chunk, reused
     assert int(whole[0].updates_done) == 6
-    # and the one-piece run is what make_train computes
-    out = jax.jit(ppo.make_train(cfg))(jax.random.PRNGKey(11))
+    # and the one-piece run is what make_train computes, given the same (traced) hyperparameters
+    out = jax.jit(ppo.make_train(cfg))(jax.random.PRNGKey(11), hp)
     chex.assert_trees_all_equal((out.state, out.metrics), whole)
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import purejaxppo as ppo
+from conftest import assert_trees_equal_to_float_rounding
 from purejaxppo.agent import make_agent
 
 TINY = dict(env="CartPole-v1", num_envs=4, num_steps=16, num_minibatches=4, update_epochs=4,
@@ -141,7 +142,7 @@ def test_evaluation_of_the_final_policy():
 
 def test_rollout_resets_batched_or_in_the_loop_give_the_same_trajectory():
     """"per_step" computes every reset up front; "in_loop" computes them step by step to
-    keep memory flat. Same keys, so the trajectories must agree exactly. "per_rollout"
+    keep memory flat. Same keys, so the trajectories must agree (to float rounding: two programs). "per_rollout"
     (one fresh reset per env per rollout, for Brax) restarts an env that ends twice from
     the same state, and differs from them only after a reset."""
     import functools
@@ -157,7 +158,7 @@ def test_rollout_resets_batched_or_in_the_loop_give_the_same_trajectory():
     outs = {mode: jax.jit(lambda s, o, mode=mode: rollout(env, policy, s, o, jax.random.PRNGKey(3), 40, mode))(
         state, obs) for mode in ("per_step", "in_loop", "per_rollout")}
     assert int(np.sum(outs["per_step"][3].episode_done)) >= 3
-    chex.assert_trees_all_equal(outs["per_step"], outs["in_loop"])
+    assert_trees_equal_to_float_rounding(outs["per_step"], outs["in_loop"])
     first_episode = outs["per_step"][3].obs[:5]  # every episode lasts 5 steps: the first ends at step 4
     np.testing.assert_array_equal(outs["per_rollout"][3].obs[:5], first_episode)
     # the second and third episodes of each env start from the same fresh state

@@ -45,6 +45,33 @@ from purejaxppo.experiments.sweep import load_sweep, make_spec, parse_grid_optio
 DEFAULT_EVAL_EPISODES = 64
 
 
+def version_line() -> str:
+    """`purejaxppo 0.4.0 · jax 0.11.2 · gpu: 1 × NVIDIA H200` (or `cpu: 2 devices`): what a user reports.
+    A backend that fails to start is named in the line, never a traceback."""
+    try:
+        devices = jax.devices()
+        kinds: dict[tuple[str, str], int] = {}
+        for d in devices:
+            kinds[(d.platform, d.device_kind)] = kinds.get((d.platform, d.device_kind), 0) + 1
+        seen = ", ".join(f"{platform}: {n} device{'s' * (n != 1)}" if platform == "cpu" else f"{platform}: {n} × {kind}"
+                         for (platform, kind), n in kinds.items())
+    except Exception as error:  # a broken plugin, an unreachable accelerator: say so in the line
+        seen = f"no devices ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
+    return f"purejaxppo {__version__} · jax {jax.__version__} · {seen}"
+
+
+class _PrintVersion(argparse.Action):
+    """--version: the package, jax and the devices JAX sees (asked only when the option is given)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the version, jax's version and the devices JAX sees, and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit()
+
+
 class _PrintConfigFields(argparse.Action):
     """--help-config: print every config key (from config.FIELDS) and exit, like --help."""
 
@@ -85,7 +112,7 @@ def _add_cache_option(parser: argparse.ArgumentParser) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="purejaxppo", description="JAX-compiled PPO.")
-    parser.add_argument("--version", action="version", version=f"purejaxppo {__version__}")
+    parser.add_argument("--version", action=_PrintVersion)
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train one config over N seeds as one compiled program")
     train.add_argument("config", nargs="?",
