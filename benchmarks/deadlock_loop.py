@@ -8,17 +8,25 @@ the jax pin at 0.9.2 for a while. This loop is how a jax version is checked for 
 It alternates the two programs the package runs on a CPU, freshly compiled once each, then executed
 again and again with `jax.block_until_ready`: `jax.jit(jax.vmap(make_train(cfg)))` on one device
 (the notebook's path) and `ShardedRuns` over one host device per core (the command line's). An
-execution that does not return within `--timeout` seconds is a hang: faulthandler prints every
-thread's stack ("Timeout (0:02:00)!") and the process exits with code 1. Otherwise it prints the count and the slowest execution
-and exits 0. Results so far: benchmarks/results/2026-12-01-jax-versions-cpu.md.
+execution that does not return within `--timeout` seconds is a hang: it prints `HANG` with the
+executions so far and every Python thread's stack, and exits with code 1. Otherwise it prints the
+count and the slowest execution and exits 0. Results so far: benchmarks/results/2026-12-01-jax-versions-cpu.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import faulthandler
+import os
 import sys
+import threading
 import time
+
+
+def hang(name: str, counts: dict) -> None:
+    print(f"HANG: {name} did not return; executions before it: {counts}", flush=True)
+    faulthandler.dump_traceback(all_threads=True)
+    os._exit(1)
 
 
 def main(argv=None) -> int:
@@ -35,8 +43,9 @@ def main(argv=None) -> int:
     import jax
 
     import purejaxppo as ppo
+    from purejaxppo import configs
 
-    cfg = ppo.load_config("cartpole", overrides={"total_timesteps": a.updates * 4 * 128})
+    cfg = ppo.load_config(configs.find("cartpole"), overrides={"total_timesteps": a.updates * 4 * 128})
     keys = jax.random.split(jax.random.PRNGKey(0), a.seeds)
     train = ppo.make_train(cfg)
     programs = {
@@ -51,11 +60,12 @@ def main(argv=None) -> int:
     end = time.monotonic() + 60 * a.minutes
     while time.monotonic() < end:
         for name, program in programs.items():
-            faulthandler.dump_traceback_later(a.timeout, exit=True)  # a hang: every stack, then exit 1
+            watchdog = threading.Timer(a.timeout, hang, (name, counts))
+            watchdog.start()
             start = time.perf_counter()
             jax.block_until_ready(program(keys))
             seconds = time.perf_counter() - start
-            faulthandler.cancel_dump_traceback_later()
+            watchdog.cancel()
             counts[name] += 1
             slowest[name] = max(slowest[name], seconds)
     for name in programs:

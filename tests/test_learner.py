@@ -12,6 +12,7 @@ import optax
 import pytest
 
 import purejaxppo as ppo
+from conftest import assert_trees_equal_to_float_rounding
 from purejaxppo.train import learning_rate, make_optimizer
 
 sys.path.insert(0, str(Path(__file__).parent / "data"))
@@ -94,8 +95,9 @@ def test_vmapped_runs_in_chunks_equal_one_piece_bit_for_bit():
 def test_the_unmasked_epochs_of_known_hyperparameters_equal_the_masked_path_bit_for_bit():
     """With the config's own hyperparameters (known while tracing), update_epochs = the scanned
     epochs and no KL stop, the update runs its epochs without the mask (no lax.cond); given as
-    traced arguments, the same values go through the mask. Same numbers, bit for bit, one run and
-    vmapped."""
+    traced arguments, the same values go through the mask. The same training, bit for bit (the
+    state), one run and vmapped; the metrics to float rounding (two programs: jax 0.11's XLA sums the
+    reported policy loss in another order in one of them, by 1e-8)."""
     cfg = ppo.make_config(TINY)
     train = ppo.make_train(cfg)
     hp = ppo.HParams.from_config(cfg)
@@ -103,10 +105,12 @@ def test_the_unmasked_epochs_of_known_hyperparameters_equal_the_masked_path_bit_
     assert not ppo.train.no_epoch_masked(ppo.HParams.from_config(ppo.make_config({**TINY, "target_kl": 0.01})),
                                          cfg.epochs_scan)
     key = jax.random.PRNGKey(5)
-    chex.assert_trees_all_equal(jax.jit(train)(key), jax.jit(train)(key, hp))
     keys = jax.random.split(key, 3)
     hps = ppo.HParams.stack(cfg, runs=3)
-    chex.assert_trees_all_equal(jax.jit(jax.vmap(train))(keys), jax.jit(jax.vmap(train))(keys, hps))
+    for known, traced in ((jax.jit(train)(key), jax.jit(train)(key, hp)),
+                          (jax.jit(jax.vmap(train))(keys), jax.jit(jax.vmap(train))(keys, hps))):
+        chex.assert_trees_all_equal(known.state, traced.state)
+        assert_trees_equal_to_float_rounding((known.metrics, known.evaluation), (traced.metrics, traced.evaluation))
 
 
 def test_learning_rate_anneals_linearly_to_zero_at_the_end_of_the_run():
