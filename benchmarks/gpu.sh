@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU checks as one prepared script, on a host whose python already has a jax in purejaxppo's range
-# (0.9.2 up to 0.12, with its CUDA plugin) but maybe not gymnax, brax or mujoco:
+# The GPU checks as one prepared script, on a host whose python already has a jax in pyproject.toml's
+# range (with its CUDA plugin) but maybe not gymnax, brax or mujoco:
 #   1. installs the carried wheels of those into that python (no --target side install: the host's
 #      own jax, flax, optax, chex and orbax are kept; --target only if its site-packages is read-only);
 #   2. checks that the host's jax is in pyproject.toml's range and that JAX sees a GPU;
@@ -12,7 +12,8 @@
 #     benchmarks/fetch_wheels.sh .whl
 # then on the GPU host, from the repo root:
 #     benchmarks/gpu.sh [WHEELS_DIR] [options of python -m benchmarks, e.g. --cases headline]
-#     PARTS=ant benchmarks/gpu.sh .whl          # only step 4 (PARTS=suite: only step 3; default both)
+#     PARTS=ant benchmarks/gpu.sh .whl          # only step 4 (PARTS=suite: only step 3; default both;
+#                                               # ANT_OPTIONS="--steps 2000000": a short ant run)
 # Results: benchmarks/results/<date>-<gpu>-suite.{md,json} and plots, <date>-brax-ant-gpu.{md,json}.
 set -euo pipefail
 wheels=${1:-.whl}
@@ -31,7 +32,7 @@ else
   echo "gpu.sh: no wheels folder '$wheels': using what this python has" >&2
 fi
 "$py" - <<'PY'
-import importlib.metadata, os, re, tomllib
+import importlib.metadata, os, tomllib
 
 import jax
 

@@ -20,8 +20,7 @@ def assert_trees_equal_to_float_rounding(actual, expected):
     import numpy as np
 
     chex.assert_trees_all_equal_structs(actual, expected)
-    for path, a, b in zip([p for p, _ in jax.tree_util.tree_leaves_with_path(actual)],
-                          jax.tree.leaves(actual), jax.tree.leaves(expected)):
+    for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(actual), jax.tree.leaves(expected)):
         a, b = np.asarray(a), np.asarray(b)
         if np.issubdtype(a.dtype, np.floating):
             np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7, err_msg=jax.tree_util.keystr(path))

@@ -19,6 +19,7 @@ anything compiles; Ctrl-C is one line and exit code 130, the newest checkpoint k
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import shlex
@@ -49,10 +50,7 @@ def version_line() -> str:
     """`purejaxppo 0.4.0 · jax 0.11.2 · gpu: 1 × NVIDIA H200` (or `cpu: 2 devices`): what a user reports.
     A backend that fails to start is named in the line, never a traceback."""
     try:
-        devices = jax.devices()
-        kinds: dict[tuple[str, str], int] = {}
-        for d in devices:
-            kinds[(d.platform, d.device_kind)] = kinds.get((d.platform, d.device_kind), 0) + 1
+        kinds = collections.Counter((d.platform, d.device_kind) for d in jax.devices())
         seen = ", ".join(f"{platform}: {n} device{'s' * (n != 1)}" if platform == "cpu" else f"{platform}: {n} × {kind}"
                          for (platform, kind), n in kinds.items())
     except Exception as error:  # a broken plugin, an unreachable accelerator: say so in the line
