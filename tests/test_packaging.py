@@ -24,8 +24,11 @@ def test_the_accelerator_extras_are_jaxs_own_with_the_same_range():
     for hangs in ("0.10.0", "0.10.1", "0.10.2", "0.11.0"):  # the CPU deadlock (pyproject.toml says why)
         assert not jax.specifier.contains(hangs)
     for extra in ("cuda12", "cuda13", "tpu"):
-        (req,) = map(Requirement, PROJECT["optional-dependencies"][extra])
+        req, *plugin = map(Requirement, PROJECT["optional-dependencies"][extra])
         assert req.name == "jax" and req.extras == {extra} and req.specifier == jax.specifier
+        # the plugin's version is left to jax's extra, which pins it to jax's own
+        assert [(p.name, p.extras, str(p.specifier)) for p in plugin] == (
+            [(f"jax-{extra}-plugin", {"with-cuda"}, "")] if extra.startswith("cuda") else [])
 
 
 def test_ci_oldest_end_pins_the_floor_of_each_range_it_names():
