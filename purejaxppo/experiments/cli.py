@@ -58,33 +58,25 @@ def version_line() -> str:
     return f"purejaxppo {__version__} · jax {jax.__version__} · {seen}"
 
 
-class _PrintVersion(argparse.Action):
-    """--version: the package, jax and the devices JAX sees (asked only when the option is given)."""
+def _printer(text, help: str) -> type[argparse.Action]:
+    """An option that prints `text()` and exits, as --help does (--version, --help-config): the
+    text is made only when the option is given."""
 
-    def __init__(self, option_strings, dest, **kwargs):
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
-                         help="print the version, jax's version and the devices JAX sees, and exit")
+    class Print(argparse.Action):
+        def __init__(self, option_strings, dest, **kwargs):
+            super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
 
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(version_line())
-        parser.exit()
+        def __call__(self, parser, namespace, values, option_string=None):
+            print(text())
+            parser.exit()
 
-
-class _PrintConfigFields(argparse.Action):
-    """--help-config: print every config key (from config.FIELDS) and exit, like --help."""
-
-    def __init__(self, option_strings, dest, **kwargs):
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
-                         help="list every config key (type, static/traced, default, rule, meaning) and exit")
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(text_table())
-        parser.exit()
+    return Print
 
 
 def _add_run_options(parser: argparse.ArgumentParser, runs: str, folder: str) -> None:
     """Options every command that runs something takes."""
-    parser.add_argument("--help-config", action=_PrintConfigFields)
+    parser.add_argument("--help-config", action=_printer(
+        text_table, "list every config key (type, static/traced, default, rule, meaning) and exit"))
     parser.add_argument("--seed", type=int, help="first seed (default 0)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key (repeatable), e.g. --set lr=3e-4")
@@ -110,7 +102,8 @@ def _add_cache_option(parser: argparse.ArgumentParser) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="purejaxppo", description="JAX-compiled PPO.")
-    parser.add_argument("--version", action=_PrintVersion)
+    parser.add_argument("--version", action=_printer(
+        version_line, "print the version, jax's version and the devices JAX sees, and exit"))
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train one config over N seeds as one compiled program")
     train.add_argument("config", nargs="?",
