@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     p.add_argument("--minutes", type=float, default=10.0, help="how long to loop (default 10)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds one execution may take (default 120)")
     p.add_argument("--seeds", type=int, default=16)
-    p.add_argument("--updates", type=int, default=8, help="updates per run (CartPole's shipped config otherwise)")
+    p.add_argument("--updates", type=int, default=8, help="updates per run, each of the shipped CartPole batch (4 x 128)")
     a = p.parse_args(argv)
 
     from purejaxppo.experiments.parallel import ShardedRuns, use_all_cpu_cores
