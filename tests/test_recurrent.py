@@ -67,8 +67,8 @@ def test_the_update_replays_whole_sequences_as_the_rollout_computed_them(case):
     cfg, learner, state, start, (_, _, _, traj) = case
     agent = learner.agent
     unroll = jax.jit(functools.partial(agent.unroll, state.params, state.agent_state))
-    # (a program of its own here, so to float rounding; inside the learner the replay is exact:
-    # first_minibatch_ratio_error is 0, test_training_replays_exactly_and_runs_in_chunks_bit_for_bit)
+    # (a program of its own here, so to float rounding; inside the learner too, to a few ulps:
+    # first_minibatch_ratio_error, test_training_replays_exactly_and_runs_in_chunks_bit_for_bit)
     dist, value = unroll(start, batch_major(traj.obs), batch_major(traj.episode_done))
     assert_trees_equal_to_float_rounding((value, dist.log_prob(batch_major(traj.action))),
                                          (batch_major(traj.value), batch_major(traj.log_prob)))
@@ -105,13 +105,16 @@ def test_training_replays_exactly_and_runs_in_chunks_bit_for_bit():
     rest = run(half, hp, 2)
     chex.assert_trees_all_equal((rest[0], jax.tree.map(lambda a, b: jnp.concatenate([a, b]), first, rest[1])), whole)
     state, metrics = whole
-    np.testing.assert_array_equal(metrics["first_minibatch_ratio_error"], 0.0)
+    # the replay computes the GRU in another place of the program than the rollout did: 0 on most
+    # machines and jax versions, one ulp of 1 (6e-8) in one update of four with jax 0.9.2 on an AMD EPYC
+    # (XLA's code for the host's CPU); a replay from the wrong memory, or step by step, is off by far more
+    assert np.max(metrics["first_minibatch_ratio_error"]) <= 1e-6, metrics["first_minibatch_ratio_error"]
     assert state.agent_state["carry"].shape == (cfg.num_envs, cfg.gru_size)
     assert np.all(np.isfinite(metrics["policy_loss"])) and np.all(metrics["episodes_finished"] > 0)
-    # with a learning rate of 0 every minibatch of every epoch replays its sequences exactly:
+    # with a learning rate of 0 every minibatch of every epoch replays its sequences (to that rounding):
     # minibatches are whole sequences from their starting memory (single steps would not replay)
     _, frozen = run(start, hp.replace(lr=jnp.float32(0.0)), 2)
-    np.testing.assert_array_equal(frozen["kl_k1"], 0.0)
+    assert np.max(np.abs(frozen["kl_k1"])) <= 1e-6, frozen["kl_k1"]
     np.testing.assert_array_equal(frozen["clip_fraction"], 0.0)
 
 
