@@ -6,7 +6,7 @@ evaluation and a deployed policy all go through `Agent.step` (one step), `Agent.
 state of its own (`agent_state`, a dict in the learner state and in every call): with
 `normalize_obs`, the running statistics of the observations (`"obs_stats"`), by which
 every observation is normalised before the network sees it; with a recurrent policy,
-the memory of each training environment (`"carry"` [num_envs, gru_size]). Without
+the memory of each training environment (`"carry"`, rows [num_envs, ...]). Without
 either, it is `{}`.
 
 A recurrent policy's memory (its carry) is passed in and returned by every call; a
@@ -20,13 +20,13 @@ import jax.numpy as jnp
 from purejaxppo import normalize
 from purejaxppo.config import PPOConfig
 from purejaxppo.distributions import TanhGaussian
-from purejaxppo.networks import ActorCritic, RecurrentActorCritic
+from purejaxppo.networks import Network, make_network
 
 
 class Agent:
     """A policy and value network over one environment's action space."""
 
-    def __init__(self, network: ActorCritic | RecurrentActorCritic, action_space, normalize_obs: bool = False,
+    def __init__(self, network: Network, action_space, normalize_obs: bool = False,
                  obs_clip: float = 10.0, squash: str = "clip"):
         self.network = network
         self.action_space = action_space
@@ -36,10 +36,10 @@ class Agent:
         self.recurrent = network.recurrent
 
     def init(self, key, obs, num_envs: int = 0):
-        """Parameters and agent state, from one observation [obs_size]; a recurrent
-        agent's state holds the fresh memory of `num_envs` training environments."""
+        """Parameters and agent state, from one observation; a recurrent agent's state
+        holds the fresh memory of `num_envs` training environments."""
         agent_state = {"obs_stats": normalize.init_stats(obs.shape)} if self.normalize_obs else {}
-        return self.network.init(key, obs.shape[-1]), self.with_carry(agent_state, self.initial_carry(num_envs))
+        return self.network.init(key), self.with_carry(agent_state, self.initial_carry(num_envs))
 
     def initial_carry(self, batch_size: int):
         """The memory of `batch_size` fresh episodes (() without memory)."""
@@ -70,15 +70,15 @@ class Agent:
         return dist
 
     def step(self, params, agent_state, carry, obs):
-        """One step: obs [..., obs_size] (carry [..., gru_size]) -> (action distribution,
+        """One step: obs [..., *obs_shape] (carry rows [..., ...]) -> (action distribution,
         value [...], carry after seeing obs)."""
         dist, value, carry = self.network.apply(params, carry, self._observation(agent_state, obs))
         return self._distribution(dist), value, carry
 
     def unroll(self, params, agent_state, carry, obs, done):
-        """Whole sequences, obs [B, T, obs_size] and done [B, T] (episode ended at that
-        step), each from its carry [B, ...] -> (action distribution [B, T], value [B, T]),
-        as `step` computed them in the rollout. Without memory, any shape [..., obs_size]."""
+        """Whole sequences, obs [B, T, *obs_shape] and done [B, T] (episode ended at that
+        step), each from its carry (rows [B, ...]) -> (action distribution [B, T], value
+        [B, T]), as `step` computed them in the rollout. Without memory, any leading shape."""
         dist, value = self.network.unroll(params, carry, self._observation(agent_state, obs), done)
         return self._distribution(dist), value
 
@@ -105,9 +105,8 @@ class Agent:
         return carry, env_action, action, log_prob, value
 
 
-def make_agent(cfg: PPOConfig, env) -> Agent:
-    space = env.action_space
-    log_std_init = 0.0 if cfg.log_std_init is None else cfg.log_std_init
-    args = (space.kind, space.size, tuple(cfg.hidden_sizes), cfg.activation, log_std_init)
-    network = RecurrentActorCritic(*args, gru_size=cfg.gru_size) if cfg.policy == "gru" else ActorCritic(*args)
-    return Agent(network, space, cfg.normalize_obs, cfg.obs_clip, cfg.action_squash or "clip")
+def make_agent(cfg: PPOConfig, env, module=None) -> Agent:
+    """The agent of a checked config on its built environment, with `module` as its
+    network when given (see `networks.make_network`)."""
+    network = make_network(cfg, env, module)
+    return Agent(network, env.action_space, cfg.normalize_obs, cfg.obs_clip, cfg.action_squash or "clip")

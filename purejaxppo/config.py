@@ -30,6 +30,7 @@ import yaml
 from purejaxppo import pytree
 from purejaxppo.envs import check_env_config
 from purejaxppo.errors import NO_VALUE, ConfigError
+from purejaxppo.networks import make_network
 
 # --------------------------------------------------------------------------------------
 # The declaration
@@ -119,6 +120,11 @@ FIELDS: Mapping[str, Field] = _table(
           "whole sequences (num_minibatches must divide num_envs)", rules=(one_of("mlp", "gru"),)),
     Field("gru_size", "int", 128, "policy gru only: width of the encoder and of the GRU's memory",
           rules=(AT_LEAST_1,)),
+    Field("network", "str", None,
+          "your own flax.linen actor-critic, package.module:factory, built as factory(num_outputs, "
+          "**network_kwargs); module(obs) -> (logits or means, value), or recurrent (docs: your own network)",
+          null="the built-in network of policy"),
+    Field("network_kwargs", "mapping", {}, "network only: keyword arguments of its factory"),
     Field("hidden_sizes", "list of positive ints", (64, 64),
           "hidden layers of the separate actor and critic MLPs (orthogonal init)"),
     Field("activation", "str", "tanh", "the MLPs' activation", rules=(one_of(*ACTIVATIONS),)),
@@ -199,6 +205,7 @@ class PPOConfig:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["env_params"] = dict(self.env_params)
+        d["network_kwargs"] = dict(self.network_kwargs)
         d["hidden_sizes"] = list(self.hidden_sizes)
         return d
 
@@ -334,7 +341,9 @@ ALIASES: Mapping[str, tuple[str, ...]] = types.MappingProxyType({
     "num_minibatches": ("n_minibatches", "nminibatches", "num_mini_batch", "num_minibatch", "minibatches",
                         "num_batches", "n_batches"),
     "total_timesteps": ("timesteps", "total_steps", "num_timesteps", "n_timesteps", "total_env_steps"),
-    "policy": ("network", "policy_type", "architecture", "arch", "model"),
+    "policy": ("policy_type", "architecture", "arch"),
+    "network": ("network_factory", "model", "net", "agent", "create_agent", "network_fn"),
+    "network_kwargs": ("network_args", "network_params", "net_kwargs", "model_kwargs", "network_config"),
     "gru_size": ("rnn_size", "gru_hidden_size", "rnn_hidden_size", "memory_size", "recurrent_size", "lstm_size"),
     "hidden_sizes": ("hidden", "hidden_size", "net_arch", "layers", "hidden_layers", "hidden_dims", "layer_sizes"),
     "normalize_obs": ("norm_obs", "normalize_observations", "obs_norm", "normalise_obs"),
@@ -485,6 +494,12 @@ def _check(cfg: PPOConfig, update_epochs: bool = True) -> None:
         raise ConfigError("num_minibatches", cfg.num_minibatches,
                           f"must divide the batch num_envs*num_steps="
                           f"{cfg.num_envs}*{cfg.num_steps}={cfg.batch_size}")
+    if cfg.network is None and cfg.network_kwargs:
+        raise ConfigError("network_kwargs", dict(cfg.network_kwargs), "only applies with network set (the "
+                          "built-in networks take hidden_sizes, activation and gru_size)")
+    if cfg.network is not None and cfg.policy != "mlp":
+        raise ConfigError("policy", cfg.policy, "only chooses a built-in network; with network set, the module "
+                          "is recurrent if it has initial_carry")
     if cfg.policy == "gru" and cfg.num_envs % cfg.num_minibatches:
         raise ConfigError("num_minibatches", cfg.num_minibatches,
                           f"must divide num_envs={cfg.num_envs} with policy gru: its minibatches are whole "
@@ -522,7 +537,7 @@ def check_config(cfg: PPOConfig, *, env: bool = True, update_epochs: bool = True
     checked = PPOConfig(**{name: _coerce(f, getattr(cfg, name)) for name, f in FIELDS.items()})
     _check(checked, update_epochs)
     if env:
-        check_env_config(checked, ACTION_KIND_FIELDS)
+        _check_env_and_network(checked)
     return checked
 
 
@@ -574,8 +589,16 @@ def make_config(values: Mapping[str, Any] | None = None, *, where: str = "config
             raise _unknown_key(key, where)
     cfg = PPOConfig(**{k: _coerce(FIELDS[k], v) for k, v in values.items()})
     _check(cfg)
-    check_env_config(cfg, ACTION_KIND_FIELDS)
+    _check_env_and_network(cfg)
     return cfg
+
+
+def _check_env_and_network(cfg: PPOConfig) -> None:
+    """The environment and its parameters; a user's network (imported, built, its output
+    shapes found by jax.eval_shape) on that environment."""
+    env = check_env_config(cfg, ACTION_KIND_FIELDS)
+    if cfg.network is not None:
+        make_network(cfg, env)
 
 
 def parse_override(text: str) -> tuple[str, Any]:

@@ -1,178 +1,307 @@
-"""Actor-critic networks as pure functions over parameter dicts (no flax.linen).
+"""Actor-critic networks: flax.linen modules, the built-in ones and the user's.
 
-Two networks, one interface:
+The contract every network follows (documented for users in docs/):
 
-    net.init(key, obs_size)             -> params
-    net.initial_carry(batch_shape)      -> the memory of a fresh episode (() without memory)
-    net.apply(params, carry, obs)       -> (distribution, value, carry)   one step, any batch shape
-    net.unroll(params, carry, obs, done) -> (distribution, value)          sequences [B, T, ...]
+    feed-forward:  module(obs) -> (actor_out, value)
+    recurrent:     module.initial_carry(batch_shape) -> carry   (a pytree of [*batch_shape, ...])
+                   module(carry, obs) -> (carry, actor_out, value)
 
-`ActorCritic`: separate actor and critic MLPs. `RecurrentActorCritic` (`policy: gru`):
-obs -> dense encoder -> GRU -> separate actor and critic MLP heads; `unroll` replays
-sequences from their starting carry and restarts the memory after every step that ended
-an episode (`done`), as the rollout does.
+`obs` is a batch [batch, *obs_shape] (normalised when normalize_obs); `actor_out` is the
+logits [batch, num_actions] for discrete actions or the Gaussian means [batch, action_dim]
+for continuous ones; `value` is [batch]. A module is recurrent when it has
+`initial_carry`; its memory must be a function of what it has seen since the carry it was
+given (the library restarts it at `initial_carry` where an episode ended and replays
+whole sequences from their first carry in the update). Parameters are flax's "params"
+collection only (no batch statistics or other mutable state).
 
-Initialisation: orthogonal weights (gain sqrt(2) in hidden layers, 0.01 on the policy
-head, 1.0 on the value head and in the GRU), zero biases; continuous actions have a
-state-independent log-std parameter. Parameters are nested dicts under "params", the
-layout of purejaxppo 0.3 (its checkpoints load).
+`Network` is the library's side of the contract: it adds the state-independent log-std
+of continuous actions (a parameter "log_std" beside the module's own), builds the action
+distribution, takes any leading batch shape, and unrolls sequences.
+
+Built-ins (`policy: mlp | gru`): separate actor and critic MLPs, orthogonal weights (gain
+sqrt(2) in hidden layers, 0.01 on the policy head, 1.0 on the value head and in the GRU),
+zero biases. Their parameters keep the layout of purejaxppo 0.3 and 0.4 (checkpoints load).
 """
 
 from __future__ import annotations
 
+import importlib
 import math
-from typing import Sequence
+import os
+import sys
+from typing import Any, Callable, Sequence
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from purejaxppo.distributions import Categorical, DiagGaussian
+from purejaxppo.errors import ConfigError
 
-ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu, "swish": jax.nn.swish}
+ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "swish": nn.swish}
 HIDDEN_GAIN = math.sqrt(2)
 
 
 # --------------------------------------------------------------------------------------
-# Layers
+# The built-in modules
 # --------------------------------------------------------------------------------------
-def dense_init(key, in_size: int, out_size: int, gain: float) -> dict:
-    kernel = jax.nn.initializers.orthogonal(gain)(key, (in_size, out_size), jnp.float32)
-    return {"kernel": kernel, "bias": jnp.zeros((out_size,), jnp.float32)}
+def _dense(size: int, gain: float, name: str | None = None) -> nn.Dense:
+    return nn.Dense(size, kernel_init=nn.initializers.orthogonal(gain), bias_init=nn.initializers.zeros, name=name)
 
 
-def dense(params: dict, x):
-    return x @ params["kernel"] + params["bias"]
+class MLP(nn.Module):
+    """Hidden layers "Dense_0" ... then the output layer (gain `out_gain`)."""
+
+    hidden_sizes: Sequence[int]
+    out_size: int
+    out_gain: float
+    activation: str = "tanh"
+
+    @nn.compact
+    def __call__(self, x):
+        for i, width in enumerate(self.hidden_sizes):
+            x = ACTIVATIONS[self.activation](_dense(width, HIDDEN_GAIN, f"Dense_{i}")(x))
+        return _dense(self.out_size, self.out_gain, f"Dense_{len(self.hidden_sizes)}")(x)
 
 
-def mlp_init(key, in_size: int, hidden_sizes: Sequence[int], out_size: int, out_gain: float) -> dict:
-    """Layers "Dense_0" ... "Dense_n": hidden layers, then the output layer."""
-    sizes = [in_size, *hidden_sizes, out_size]
-    keys = jax.random.split(key, len(sizes) - 1)
-    gains = [HIDDEN_GAIN] * len(hidden_sizes) + [out_gain]
-    return {f"Dense_{i}": dense_init(keys[i], sizes[i], sizes[i + 1], gains[i]) for i in range(len(sizes) - 1)}
+class ActorCritic(nn.Module):
+    """`policy: mlp`: the observation, flattened, into separate actor and critic MLPs."""
+
+    num_outputs: int
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: str = "tanh"
+
+    @nn.compact
+    def __call__(self, obs):
+        x = obs.reshape(obs.shape[0], -1)
+        out = MLP(self.hidden_sizes, self.num_outputs, 0.01, self.activation, name="actor")(x)
+        return out, MLP(self.hidden_sizes, 1, 1.0, self.activation, name="critic")(x)[:, 0]
 
 
-def mlp(params: dict, x, activation: str):
-    act = ACTIVATIONS[activation]
-    last = len(params) - 1
-    for i in range(last):
-        x = act(dense(params[f"Dense_{i}"], x))
-    return dense(params[f"Dense_{last}"], x)
+class GRUCell(nn.Module):
+    """One GRU step (Cho et al. 2014): h' = (1 - z) * n + z * h, with r, z = sigmoid(W_i x +
+    W_h h) (reset, update) and n = tanh(W_in x + r * (W_hn h))."""
+
+    size: int
+
+    @nn.compact
+    def __call__(self, h, x):
+        xr, xz, xn = jnp.split(_dense(3 * self.size, 1.0, "input")(x), 3, axis=-1)
+        hr, hz, hn = jnp.split(_dense(3 * self.size, 1.0, "recurrent")(h), 3, axis=-1)
+        r = jax.nn.sigmoid(xr + hr)
+        z = jax.nn.sigmoid(xz + hz)
+        n = jnp.tanh(xn + r * hn)
+        return (1.0 - z) * n + z * h
 
 
-def gru_init(key, in_size: int, size: int) -> dict:
-    """A GRU cell: the input and recurrent projections of the reset, update and candidate gates."""
-    input_key, recurrent_key = jax.random.split(key)
-    return {"input": dense_init(input_key, in_size, 3 * size, 1.0),
-            "recurrent": dense_init(recurrent_key, size, 3 * size, 1.0)}
+class GRUActorCritic(nn.Module):
+    """`policy: gru`: obs -> dense encoder (gru_size, activation) -> GRU (gru_size) -> actor
+    and critic MLPs on the memory."""
 
+    num_outputs: int
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: str = "tanh"
+    gru_size: int = 128
 
-def gru(params: dict, h, x):
-    """One GRU step (Cho et al. 2014): h' = (1 - z) * n + z * h, with
-    r, z = sigmoid(W_i x + W_h h) (reset, update) and n = tanh(W_in x + r * (W_hn h))."""
-    xr, xz, xn = jnp.split(dense(params["input"], x), 3, axis=-1)
-    hr, hz, hn = jnp.split(dense(params["recurrent"], h), 3, axis=-1)
-    r = jax.nn.sigmoid(xr + hr)
-    z = jax.nn.sigmoid(xz + hz)
-    n = jnp.tanh(xn + r * hn)
-    return (1.0 - z) * n + z * h
-
-
-# --------------------------------------------------------------------------------------
-# Networks
-# --------------------------------------------------------------------------------------
-class _Heads:
-    """The actor and critic MLPs over features, and the distribution they give."""
-
-    recurrent = False
-
-    def __init__(self, action_kind: str, action_size: int, hidden_sizes: Sequence[int] = (64, 64),
-                 activation: str = "tanh", log_std_init: float = 0.0):
-        self.action_kind = action_kind  # "discrete" | "continuous"
-        self.action_size = action_size
-        self.hidden_sizes = tuple(hidden_sizes)
-        self.activation = activation
-        self.log_std_init = log_std_init
-
-    def _init_heads(self, key, in_size: int) -> dict:
-        actor_key, critic_key = jax.random.split(key)
-        params = {"actor": mlp_init(actor_key, in_size, self.hidden_sizes, self.action_size, 0.01),
-                  "critic": mlp_init(critic_key, in_size, self.hidden_sizes, 1, 1.0)}
-        if self.action_kind == "continuous":
-            params["log_std"] = jnp.full((self.action_size,), self.log_std_init, jnp.float32)
-        return params
-
-    def _heads(self, params: dict, features):
-        """features [..., in_size] -> (logits or means [..., action_size], value [...])."""
-        out = mlp(params["actor"], features, self.activation)
-        return out, mlp(params["critic"], features, self.activation)[..., 0]
-
-    def _distribution(self, params: dict, out):
-        if self.action_kind == "discrete":
-            return Categorical(out)
-        return DiagGaussian(out, params["log_std"])
-
-
-class ActorCritic(_Heads):
-    """Separate actor and critic MLPs on the observation; no memory (its carry is ())."""
-
-    def init(self, key, obs_size: int) -> dict:
-        return {"params": self._init_heads(key, obs_size)}
-
-    def initial_carry(self, batch_shape) -> tuple:
-        return ()
-
-    def apply(self, params, carry, obs):
-        out, value = self._heads(params["params"], obs)
-        return self._distribution(params["params"], out), value, carry
-
-    def unroll(self, params, carry, obs, done):
-        dist, value, _ = self.apply(params, carry, obs)  # no memory: every step alone
-        return dist, value
-
-
-class RecurrentActorCritic(_Heads):
-    """obs -> dense encoder (gru_size, activation) -> GRU (gru_size) -> actor and critic MLPs."""
-
-    recurrent = True
-
-    def __init__(self, action_kind: str, action_size: int, hidden_sizes: Sequence[int] = (64, 64),
-                 activation: str = "tanh", log_std_init: float = 0.0, gru_size: int = 128):
-        super().__init__(action_kind, action_size, hidden_sizes, activation, log_std_init)
-        self.gru_size = gru_size
-
-    def init(self, key, obs_size: int) -> dict:
-        encoder_key, gru_key, heads_key = jax.random.split(key, 3)
-        return {"params": {"encoder": dense_init(encoder_key, obs_size, self.gru_size, HIDDEN_GAIN),
-                           "gru": gru_init(gru_key, self.gru_size, self.gru_size),
-                           **self._init_heads(heads_key, self.gru_size)}}
-
-    def initial_carry(self, batch_shape) -> jnp.ndarray:
+    def initial_carry(self, batch_shape):
         return jnp.zeros((*batch_shape, self.gru_size), jnp.float32)
 
-    def _step(self, p, carry, obs):
-        """-> (actor output, value, carry after seeing obs)."""
-        carry = gru(p["gru"], carry, ACTIVATIONS[self.activation](dense(p["encoder"], obs)))
-        out, value = self._heads(p, carry)
+    @nn.compact
+    def __call__(self, carry, obs):
+        x = ACTIVATIONS[self.activation](_dense(self.gru_size, HIDDEN_GAIN, "encoder")(obs.reshape(obs.shape[0], -1)))
+        carry = GRUCell(self.gru_size, name="gru")(carry, x)
+        out = MLP(self.hidden_sizes, self.num_outputs, 0.01, self.activation, name="actor")(carry)
+        return carry, out, MLP(self.hidden_sizes, 1, 1.0, self.activation, name="critic")(carry)[:, 0]
+
+
+# --------------------------------------------------------------------------------------
+# The library's side of the contract
+# --------------------------------------------------------------------------------------
+def _leading(tree, n: int):
+    """Every leaf of `tree` with its first `n` axes merged into one."""
+    return jax.tree.map(lambda x: x.reshape((-1, *x.shape[n:])), tree)
+
+
+class Network:
+    """A module of the contract above, applied to one environment's observations and actions.
+
+        init(key)                        -> params {"params": {...}} ("log_std" added for continuous actions)
+        initial_carry(batch_shape)       -> the memory of fresh episodes (() without memory)
+        apply(params, carry, obs)        -> (distribution, value, carry)   obs [..., *obs_shape]
+        unroll(params, carry, obs, done) -> (distribution, value)          sequences [B, T, *obs_shape]
+
+    `name` says where the module came from in errors (its import path, or its class).
+    """
+
+    def __init__(self, module: nn.Module, obs_shape: Sequence[int], action_kind: str, action_size: int,
+                 log_std_init: float = 0.0, name: str | None = None):
+        if not isinstance(module, nn.Module):
+            raise ConfigError("network", name or type(module).__name__,
+                              "must be a flax.linen Module (an NNX module: wrap it with flax.nnx.bridge.to_linen)")
+        self.module = module
+        self.obs_shape = tuple(obs_shape)
+        self.action_kind = action_kind
+        self.action_size = action_size
+        self.log_std_init = log_std_init
+        self.name = name or type(module).__name__
+        self.recurrent = callable(getattr(module, "initial_carry", None))
+
+    def initial_carry(self, batch_shape) -> Any:
+        return self.module.initial_carry(tuple(batch_shape)) if self.recurrent else ()
+
+    def init(self, key) -> dict:
+        obs = jnp.zeros((1, *self.obs_shape), jnp.float32)
+        variables = self.module.init(key, *((self.initial_carry((1,)), obs) if self.recurrent else (obs,)))
+        others = sorted(set(variables) - {"params"})
+        if others:
+            raise ConfigError("network", self.name, f"has variables other than params ({', '.join(others)}): "
+                                                    f"PPO's networks here keep no mutable state")
+        params = dict(variables.get("params", {}))
+        if self.action_kind == "continuous":
+            if "log_std" in params:
+                raise ConfigError("network", self.name, "has a top-level parameter named log_std: the library "
+                                                        "keeps the log-std under that name; rename yours")
+            params["log_std"] = jnp.full((self.action_size,), self.log_std_init, jnp.float32)
+        return {"params": params}
+
+    def _module_call(self, params, *args):
+        own = {k: v for k, v in params["params"].items() if k != "log_std" or self.action_kind != "continuous"}
+        return self.module.apply({"params": own}, *args)
+
+    def _distribution(self, params, out):
+        if self.action_kind == "discrete":
+            return Categorical(out)
+        return DiagGaussian(out, params["params"]["log_std"])
+
+    def _step(self, params, carry, obs):
+        """obs [batch, *obs_shape] (carry rows [batch, ...]) -> (actor_out, value, carry)."""
+        if self.recurrent:
+            carry, out, value = self._module_call(params, carry, obs)
+            return out, value, carry
+        out, value = self._module_call(params, obs)
         return out, value, carry
 
     def apply(self, params, carry, obs):
-        out, value, carry = self._step(params["params"], carry, obs)
-        return self._distribution(params["params"], out), value, carry
+        """One step of any leading batch shape: obs [..., *obs_shape] (carry [..., ...]) ->
+        (distribution [...], value [...], carry)."""
+        batch = obs.shape[:obs.ndim - len(self.obs_shape)]
+        out, value, carry = self._step(params, _leading(carry, len(batch)), _leading(obs, len(batch)))
+        shaped = lambda x: x.reshape((*batch, *x.shape[1:]))  # noqa: E731
+        return self._distribution(params, shaped(out)), shaped(value), jax.tree.map(shaped, carry)
 
     def unroll(self, params, carry, obs, done):
-        """Sequences obs [B, T, obs_size], done [B, T] from carry [B, gru_size] ->
+        """Sequences obs [B, T, *obs_shape], done [B, T] from carry (rows [B, ...]) ->
         (distribution [B, T], value [B, T]); the memory restarts after a done step. Each
-        step is computed as `apply` computes it (the same operations on the same shapes
-        of one step), so a replay with unchanged parameters gives the rollout's numbers
-        bit for bit."""
-        p = params["params"]
-        fresh = self.initial_carry(carry.shape[:-1])
+        step is computed as `apply` computes it in the rollout (the same operations on the
+        same shapes of one step), so a replay with unchanged parameters gives the
+        rollout's numbers bit for bit. Without memory: `apply` on every step at once."""
+        if not self.recurrent:
+            dist, value, _ = self.apply(params, carry, obs)
+            return dist, value
+        fresh = self.initial_carry(done.shape[:1])
 
         def step(h, inputs):
             x, ended = inputs
-            out, value, h = self._step(p, h, x)
-            return jnp.where(ended[:, None], fresh, h), (out, value)
+            out, value, h = self._step(params, h, x)
+            h = jax.tree.map(lambda f, c: jnp.where(ended.reshape((-1,) + (1,) * (c.ndim - 1)), f, c), fresh, h)
+            return h, (out, value)
 
         _, (out, value) = jax.lax.scan(step, carry, (jnp.swapaxes(obs, 0, 1), jnp.swapaxes(done, 0, 1)))
-        return self._distribution(p, jnp.swapaxes(out, 0, 1)), jnp.swapaxes(value, 0, 1)
+        return self._distribution(params, jnp.swapaxes(out, 0, 1)), jnp.swapaxes(value, 0, 1)
+
+    def check(self) -> None:
+        """The module's outputs have the contract's shapes, found by `jax.eval_shape` (no
+        compile): ConfigError naming the expected and the actual shapes otherwise."""
+        def shapes(tree):
+            return jax.tree.map(lambda x: tuple(x.shape), tree)
+
+        try:
+            params = jax.eval_shape(self.init, jax.random.PRNGKey(0))
+            batch = 3
+            carry = jax.eval_shape(lambda: self.initial_carry((batch,)))
+            obs = jax.ShapeDtypeStruct((batch, *self.obs_shape), jnp.float32)
+            out, value, new_carry = jax.eval_shape(self._step, params, carry, obs)
+        except ConfigError:
+            raise
+        except Exception as error:  # the user's module failed on the contract's inputs
+            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise ConfigError("network", self.name, f"failed on a batch of observations [batch, "
+                              f"{', '.join(map(str, self.obs_shape))}]: {type(error).__name__}: {first}") from None
+        got = tuple(getattr(out, "shape", ())), tuple(getattr(value, "shape", ()))
+        want = (batch, self.action_size), (batch,)
+        if got != want:
+            noun = "logits" if self.action_kind == "discrete" else "means"
+            raise ConfigError("network", self.name,
+                              f"must return (actor_out, value) of shapes [batch, {self.action_size}] ({noun}) and "
+                              f"[batch]; it returned {_shown(got[0])} and {_shown(got[1])}")
+        if self.recurrent and shapes(new_carry) != shapes(carry):
+            raise ConfigError("network", self.name, f"must return a carry shaped as initial_carry gives it "
+                                                    f"{shapes(carry)}; it returned {shapes(new_carry)}")
+
+
+def _shown(shape: tuple) -> str:
+    """(3, 2) in a batch of 3 -> "[batch, 2]"."""
+    return "[" + ", ".join(["batch", *map(str, shape[1:])] if shape else []) + "]"
+
+
+# --------------------------------------------------------------------------------------
+# From a config
+# --------------------------------------------------------------------------------------
+def import_object(path: str, field: str) -> Callable:
+    """"package.module:name" -> that object; ConfigError naming `field` and the path when it
+    cannot be imported or found. A module in the current folder is found as `python -m`
+    finds it, also from the `purejaxppo` command (whose own folder is first on sys.path)."""
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(field, path, "must be an import path package.module:name")
+    try:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as missing:
+            here = os.getcwd()
+            if missing.name != module_name.split(".")[0] or here in sys.path or "" in sys.path:
+                raise
+            sys.path.append(here)
+            module = importlib.import_module(module_name)
+    except Exception as error:  # ImportError, or the user's module failing as it is imported
+        raise ConfigError(field, path, f"cannot be imported: {type(error).__name__}: {error}") from None
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(field, path, f"module {module_name} has no {attr}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def make_module(cfg, num_outputs: int) -> nn.Module:
+    """The module a config names: `network: package.module:factory` called as
+    factory(num_outputs, **network_kwargs), or the built-in network of `policy`."""
+    if cfg.network is None:
+        args = dict(num_outputs=num_outputs, hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation)
+        return GRUActorCritic(**args, gru_size=cfg.gru_size) if cfg.policy == "gru" else ActorCritic(**args)
+    factory = import_object(cfg.network, "network")
+    if not callable(factory):
+        raise ConfigError("network", cfg.network, "must name a factory: factory(num_outputs, **network_kwargs)")
+    try:
+        return factory(num_outputs, **dict(cfg.network_kwargs))
+    except TypeError as error:
+        raise ConfigError("network_kwargs", dict(cfg.network_kwargs),
+                          f"{cfg.network}(num_outputs, **network_kwargs) failed: {error}") from None
+
+
+def make_network(cfg, env, module: nn.Module | None = None) -> Network:
+    """The checked network of a config on its built environment: `module` when given (a
+    flax.linen module of the contract above), else the config's. Its output shapes are
+    checked by `jax.eval_shape`; a recurrent one needs num_minibatches to divide num_envs
+    (its minibatches are whole sequences). Raises ConfigError."""
+    space = env.action_space
+    name = None if module is not None else cfg.network
+    module = make_module(cfg, space.size) if module is None else module
+    log_std_init = 0.0 if cfg.log_std_init is None else cfg.log_std_init
+    network = Network(module, (env.obs_size,), space.kind, space.size, log_std_init, name)
+    network.check()
+    if network.recurrent and cfg.num_envs % cfg.num_minibatches:
+        raise ConfigError("num_minibatches", cfg.num_minibatches,
+                          f"must divide num_envs={cfg.num_envs} with a recurrent network: its minibatches are "
+                          f"whole sequences (environments), not single steps")
+    return network

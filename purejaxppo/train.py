@@ -125,18 +125,22 @@ class Learner:
     per update), also under vmap (then once per run); it must not touch JAX arrays.
     Each call costs the device a round trip to Python, so they are few.
 
+    `network`: your own flax.linen actor-critic (see `networks` for its contract), in place
+    of the config's (`network: package.module:factory`, or the built-in of `policy`); its
+    output shapes are checked here by `jax.eval_shape`, before anything is compiled.
+
     The config is checked as `make_config` checks it (`config.check_config`), so a
     hand-built `PPOConfig` that breaks a rule raises ConfigError naming the field here,
     before anything is traced; "update_epochs <= max_epochs" is checked in `run`, against
     the HParams it runs with.
     """
 
-    def __init__(self, cfg: PPOConfig, progress=None):
+    def __init__(self, cfg: PPOConfig, progress=None, network=None):
         cfg = check_config(cfg, env=False, update_epochs=False)  # the env is checked as it is built:
         self.cfg = cfg
         self.env = make_env(cfg)
         check_env_config(cfg, ACTION_KIND_FIELDS, self.env)
-        self.agent = make_agent(cfg, self.env)
+        self.agent = make_agent(cfg, self.env, network)
         self.progress = progress
 
     def init(self, key) -> LearnerState:
@@ -293,11 +297,11 @@ class Learner:
                           jnp.sum(regions & ~positive, axis=1)]).astype(jnp.int32)
 
 
-def make_train(cfg: PPOConfig, progress=None, eval_episodes: int = 0):
+def make_train(cfg: PPOConfig, progress=None, eval_episodes: int = 0, network=None):
     """The pure `train(key, hparams=None) -> TrainResult` of a checked config:
     init, run every update, and (`eval_episodes` > 0) evaluate the final policy on that
     many fresh episodes, acting deterministically and stochastically, in one program.
-    `progress`: see `Learner`. `cfg` is checked as `make_config` checks it (a hand-built
+    `progress`, `network`: see `Learner`. `cfg` is checked as `make_config` checks it (a hand-built
     `PPOConfig` that breaks a rule raises ConfigError naming the field); `hparams` as
     `Learner.run` checks them. For several runs, vmap: `jax.vmap(train)(keys, hparams)`
     with `hparams = HParams.stack(cfg, runs=len(keys), lr=[...])`, whose values are
@@ -305,7 +309,7 @@ def make_train(cfg: PPOConfig, progress=None, eval_episodes: int = 0):
     cfg = check_config(cfg, env=False)  # Learner checks the environment as it builds it
     if isinstance(eval_episodes, bool) or not isinstance(eval_episodes, int) or eval_episodes < 0:
         raise ConfigError("eval_episodes", eval_episodes, "must be a non-negative integer")
-    learner = Learner(cfg, progress)
+    learner = Learner(cfg, progress, network)
 
     def train(key, hparams: HParams | None = None) -> TrainResult:
         state, metrics = learner.run(learner.init(key), hparams, cfg.num_updates)
@@ -318,10 +322,10 @@ def make_train(cfg: PPOConfig, progress=None, eval_episodes: int = 0):
     return train
 
 
-def make_policy(cfg: PPOConfig, state: LearnerState) -> "Policy":
+def make_policy(cfg: PPOConfig, state: LearnerState, network=None) -> "Policy":
     """A deployable policy of one run's state: `act(obs, key=None) -> env action`.
 
-    `obs` is one observation [obs_size] or a batch [n, obs_size]; without a key the
+    `obs` is one observation [*obs_shape] or a batch [n, *obs_shape]; without a key the
     policy acts by its mode (argmax / mean), with one it samples. It goes through the
     same agent as training (continuous actions clipped to the action bounds), so a loaded
     policy acts exactly as it did in training. Jitted; one compile per shape.
@@ -330,8 +334,9 @@ def make_policy(cfg: PPOConfig, state: LearnerState) -> "Policy":
     batch from call to call. Pass `new_episode=True` (or one bool per row) with the first
     observation of each episode to start that row afresh; the first call, and a call with
     another batch size, start every row afresh; `act.reset()` forgets everything.
+    `network`: the module the run trained, when it was given to `make_train` as one.
     """
-    return Policy(Learner(cfg).agent, state.params, state.agent_state)
+    return Policy(Learner(cfg, network=network).agent, state.params, state.agent_state)
 
 
 class Policy:
@@ -354,12 +359,13 @@ class Policy:
 
     def __call__(self, obs, key=None, new_episode=False):
         obs = jnp.asarray(obs, jnp.float32)
-        batch = obs if obs.ndim == 2 else obs[None]
+        batched = obs.ndim > len(self.agent.network.obs_shape)
+        batch = obs if batched else obs[None]
         rows = batch.shape[0]
         carry = self.carry
-        if carry is None or (self.agent.recurrent and carry.shape[0] != rows):
+        if carry is None or (self.agent.recurrent and jax.tree.leaves(carry)[0].shape[0] != rows):
             carry, new_episode = self.agent.initial_carry(rows), True
         new_episode = jnp.broadcast_to(jnp.asarray(new_episode, jnp.bool_), (rows,))
         self.carry, env_action = self._act(carry, batch, jax.random.PRNGKey(0) if key is None else key,
                                            new_episode, key is None)
-        return env_action if obs.ndim == 2 else env_action[0]
+        return env_action if batched else env_action[0]

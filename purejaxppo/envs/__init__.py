@@ -65,17 +65,18 @@ def make_env(cfg: EnvConfig) -> AutoReset:
     return AutoReset(EpisodeStats(make_raw_env(cfg.env, cfg.env_params)))
 
 
-def check_env_config(cfg: EnvConfig, action_kinds: Mapping[str, str], env: Env | None = None) -> None:
+def check_env_config(cfg: EnvConfig, action_kinds: Mapping[str, str], env: Env | None = None) -> Env:
     """The name exists, its parameters exist, and action-space specific settings fit:
     `action_kinds` is {field of cfg: the action kind it needs} (`config.ACTION_KIND_FIELDS`);
     such a field must be null unless the environment has that kind of actions. `env`:
-    the environment already built from cfg (default: build it)."""
+    the environment already built from cfg (default: build it). Returns the environment."""
     env = make_env(cfg) if env is None else env
     for field, kind in action_kinds.items():
         if getattr(cfg, field) is not None and env.action_space.kind != kind:
             raise ConfigError(field, getattr(cfg, field),
                               f"only applies to {kind} actions; {cfg.env} has "
                               f"{env.action_space.kind} actions")
+    return env
 
 
 __all__ = ["ActionSpace", "AutoReset", "Env", "EnvConfig", "EpisodeStats", "FAMILIES", "GymnaxEnv", "env_names",

@@ -5,7 +5,10 @@ First written at main 60a2441, before the learner state was split into init / ru
 evaluate. Rewritten once, when the networks moved off flax.linen (0.4): the same layers,
 parameter layout and initial distributions, drawn from other keys. Before rewriting, the
 new learner given the old initial parameters reproduced the old file (to the test's
-tolerances: episodes, keys and evaluations exactly)."""
+tolerances: episodes, keys and evaluations exactly). Rewritten again when the networks
+became flax.linen modules (0.5, issue 22): the same layers and layout, initial parameters
+drawn by flax's keys; given 0.4's initial parameters the new learner reproduced 0.4's file
+to the test's tolerances (episodes, keys and evaluations exactly)."""
 import jax
 import numpy as np
 
@@ -23,11 +26,11 @@ if __name__ == "__main__":
     for name, values in CASES.items():
         cfg = ppo.make_config(values)
         res = jax.jit(ppo.make_train(cfg, eval_episodes=4))(jax.random.PRNGKey(3))
-        for path, leaf in jax.tree_util.tree_leaves_with_path(res.runner_state.params):
+        for path, leaf in jax.tree_util.tree_leaves_with_path(res.state.params):
             out[f"{name}/params{jax.tree_util.keystr(path)}"] = np.asarray(leaf)
         for k, v in res.metrics.items():
             out[f"{name}/metrics/{k}"] = np.asarray(v)
         for k, v in res.evaluation.items():
             out[f"{name}/evaluation/{k}"] = np.asarray(v)
-        out[f"{name}/key"] = np.asarray(res.runner_state.key)
+        out[f"{name}/key"] = np.asarray(res.state.key)
     np.savez_compressed("tests/data/train_reference.npz", **out)
