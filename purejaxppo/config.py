@@ -3,7 +3,7 @@
 Every field is declared once, in `FIELDS`: its type, whether it is static or traced, its
 default, what null means (if allowed), its rules and a line of help. `PPOConfig`,
 `HParams`, `HPARAM_FIELDS`, `STATIC_FIELDS`, the type checks, the per-field rule checks,
-`purejaxppo train --help-config` and the README's table are all derived from it.
+`purejaxppo train --help-config` and the table of docs/configuration.md are all derived from it.
 
 Static fields decide array shapes and program structure (changing them recompiles).
 `HParams` fields are traced values: a sweep stacks them along a run axis and vmaps,
@@ -282,7 +282,7 @@ class HParams:
 
 
 # --------------------------------------------------------------------------------------
-# Reading the table: help and README
+# Reading the table: help and docs/configuration.md
 # --------------------------------------------------------------------------------------
 def _show(value: Any) -> str:
     """A default as it is written in YAML."""
@@ -312,7 +312,7 @@ _HEADER = ("key", "type", "kind", "default", "rule", "meaning")
 
 
 def markdown_table() -> str:
-    """The README's configuration table (README.md holds a copy; a test keeps them equal)."""
+    """The configuration table (docs/configuration.md holds a copy; a test keeps them equal)."""
     def cells(row, code):
         return [f"`{c}`" if i in code and c else c.replace("|", "\\|") for i, c in enumerate(row)]
 

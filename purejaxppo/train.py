@@ -80,7 +80,7 @@ RunnerState = LearnerState  # its name before 0.2
 @pytree.dataclass
 class TrainResult:
     state: LearnerState
-    metrics: dict  # name -> [num_updates, ...]; see the README's metrics table
+    metrics: dict  # name -> [num_updates, ...]; see docs/metrics.md
     evaluation: dict  # final policy on fresh episodes: {"deterministic", "stochastic"} -> [episodes]
 
     @property

@@ -232,12 +232,12 @@ def test_rules_read_from_the_declaration(values, field, rule):
     assert error.field == field and rule in error.rule
 
 
-def test_readme_table_is_the_generated_one():
-    readme = (PACKAGE.parent / "README.md").read_text()
-    found = re.search(r"<!-- config-table -->\n(.*?)<!-- /config-table -->", readme, re.S)
-    assert found, "README.md lost its <!-- config-table --> markers"
+def test_the_docs_table_is_the_generated_one():
+    page = (PACKAGE.parent / "docs" / "configuration.md").read_text()
+    found = re.search(r"<!-- config-table -->\n(.*?)<!-- /config-table -->", page, re.S)
+    assert found, "docs/configuration.md lost its <!-- config-table --> markers"
     assert found.group(1).strip() == config.markdown_table(), \
-        "README's table is stale: paste the output of purejaxppo.config.markdown_table()"
+        "docs/configuration.md's table is stale: paste the output of purejaxppo.config.markdown_table()"
     rows = config.markdown_table().splitlines()[2:]
     assert [re.match(r"\| `(\w+)`", row).group(1) for row in rows] == list(config.FIELDS)
 
