@@ -100,7 +100,9 @@ FIELDS: Mapping[str, Field] = _table(
     # --- static structure ---------------------------------------------------------
     Field("env", "str", "CartPole-v1",
           "family/name: gymnax/<any gymnax env> (a bare name is gymnax's; not MNISTBandit, which downloads "
-          "data) or brax/<env> (ant, hopper, inverted_pendulum, fast, ...)"),
+          "data), brax/<env> (ant, hopper, inverted_pendulum, fast, ...), craftax/, xminigrid/, jumanji/; "
+          "or your own: a name given to purejaxppo.envs.register, an installed entry point, or "
+          "package.module:factory"),
     Field("env_params", "mapping", {},
           "the environment's parameters, e.g. gymnax {max_steps_in_episode: 200}; Brax {backend: spring, "
           "episode_length: 1000, action_repeat: 1} and its constructor's arguments"),

@@ -298,7 +298,7 @@ def make_network(cfg, env, module: nn.Module | None = None) -> Network:
     name = None if module is not None else cfg.network
     module = make_module(cfg, space.size) if module is None else module
     log_std_init = 0.0 if cfg.log_std_init is None else cfg.log_std_init
-    network = Network(module, (env.obs_size,), space.kind, space.size, log_std_init, name)
+    network = Network(module, env.obs_shape, space.kind, space.size, log_std_init, name)
     network.check()
     if network.recurrent and cfg.num_envs % cfg.num_minibatches:
         raise ConfigError("num_minibatches", cfg.num_minibatches,

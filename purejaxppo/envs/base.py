@@ -3,12 +3,14 @@
     reset(key) -> (obs, state)
     step(key, state, action) -> (obs, state, reward, terminated, truncated, info)
 
-for a single environment (the learner vmaps it). `obs` is a flat float32 vector;
-`terminated` (a true end: no bootstrap) and `truncated` (a time limit: bootstrap) are
-booleans and both may be true. An adapter's `step` is the raw transition: it does not
-reset. One wrapper, `wrappers.AutoReset`, starts new episodes for every adapter and
-reports the observation an episode ended on as `info["final_observation"]`.
-Keys are raw `jax.random.PRNGKey` arrays.
+for a single environment (the learner vmaps it). `obs` is a float32 array of shape
+`obs_shape`; `reward` a float32 scalar; `terminated` (a true end: no bootstrap) and
+`truncated` (a time limit: bootstrap) are bool scalars and both may be true; `info` a
+dict. An adapter's `step` is the raw transition: it does not reset. One wrapper,
+`wrappers.AutoReset`, starts new episodes for every adapter and reports the observation
+an episode ended on as `info["final_observation"]`. Keys are raw `jax.random.PRNGKey`
+arrays. An environment may also give `action_mask(state) -> bool[num_actions]` (discrete
+actions): the actions allowed in that state; the policy then never takes another.
 """
 
 from __future__ import annotations
@@ -44,14 +46,81 @@ class ActionSpace:
 
 
 class Env(Protocol):
-    obs_size: int
+    obs_shape: tuple[int, ...]
     action_space: ActionSpace
     max_episode_steps: int  # the time limit: every episode ends within it
-    reset_strategy: str     # how the training rollout draws resets: "per_step" or "per_rollout" (see rollout)
+    reset_strategy: str     # how the training rollout draws resets: "per_step" (the default where an
+                            # environment does not say) or "per_rollout" (see rollout)
 
     def reset(self, key): ...
 
     def step(self, key, state, action): ...
+
+
+MEMBERS = ("obs_shape", "action_space", "max_episode_steps", "reset", "step")  # what every environment has
+
+
+def check_protocol(env, name: str) -> None:
+    """`env` (a user's) follows the protocol: its members are there and of their kinds, and
+    `reset` / `step` give outputs of the declared shapes and dtypes, found by
+    `jax.eval_shape` (nothing compiles). ConfigError naming `name` and what is wrong."""
+    import jax
+
+    def refuse(rule):
+        raise ConfigError("env", name, rule)
+
+    missing = [m for m in MEMBERS if not hasattr(env, m)]
+    if missing:
+        refuse(f"the environment its factory returned ({type(env).__name__}) lacks {', '.join(missing)} "
+               f"(the protocol: {', '.join(MEMBERS)}; optional reset_strategy, action_mask)")
+    shape = env.obs_shape
+    if (not isinstance(shape, tuple) or not shape
+            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in shape)):
+        refuse(f"obs_shape must be a non-empty tuple of positive ints, not {shape!r}")
+    if not isinstance(env.action_space, ActionSpace):
+        refuse(f"action_space must be a purejaxppo.envs.ActionSpace, not {type(env.action_space).__name__}")
+    steps = env.max_episode_steps
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        refuse(f"max_episode_steps must be an int of at least 1, not {steps!r}")
+    if getattr(env, "reset_strategy", "per_step") not in ("per_step", "per_rollout"):
+        refuse(f"reset_strategy must be per_step or per_rollout, not {env.reset_strategy!r}")
+    if hasattr(env, "action_mask") and env.action_space.kind != "discrete":
+        refuse("has action_mask, but its actions are continuous: masks choose among discrete actions")
+
+    def described(x):
+        return f"{np.dtype(x.dtype).name}{list(x.shape)}" if hasattr(x, "shape") else type(x).__name__
+
+    def expect(what, got, dtype, want_shape):
+        if not hasattr(got, "shape") or tuple(got.shape) != tuple(want_shape) or np.dtype(got.dtype) != dtype:
+            refuse(f"{what} must be {np.dtype(dtype).name}{list(want_shape)}; it is {described(got)}")
+
+    key = jax.random.PRNGKey(0)
+    space = env.action_space
+    action = (jax.ShapeDtypeStruct((), jnp.int32) if space.kind == "discrete"
+              else jax.ShapeDtypeStruct(tuple(space.shape), jnp.float32))
+    try:
+        reset = jax.eval_shape(env.reset, key)
+        if not (isinstance(reset, tuple) and len(reset) == 2):
+            refuse(f"reset(key) must return (obs, state); it returned {type(reset).__name__}")
+        expect("reset's obs", reset[0], np.float32, shape)
+        out = jax.eval_shape(env.step, key, reset[1], action)
+        if not (isinstance(out, tuple) and len(out) == 6):
+            refuse("step(key, state, action) must return (obs, state, reward, terminated, truncated, info)")
+        for what, got, dtype, want in (("step's obs", out[0], np.float32, shape), ("step's reward", out[2], np.float32, ()),
+                                       ("step's terminated", out[3], np.bool_, ()),
+                                       ("step's truncated", out[4], np.bool_, ())):
+            expect(what, got, dtype, want)
+        if not isinstance(out[5], dict):
+            refuse(f"step's info must be a dict; it is {type(out[5]).__name__}")
+        if jax.tree.structure(out[1]) != jax.tree.structure(reset[1]):
+            refuse("step must return a state of the same structure as reset's")
+        if hasattr(env, "action_mask"):
+            expect("action_mask(state)", jax.eval_shape(env.action_mask, reset[1]), np.bool_, (space.num_actions,))
+    except ConfigError:
+        raise
+    except Exception as error:  # the user's reset or step failed on the protocol's inputs
+        first = (str(error).strip().splitlines() or [""])[0]
+        refuse(f"failed as reset(key) / step(key, state, action) were traced: {type(error).__name__}: {first}")
 
 
 def unknown_param(name: str, key, value, known: list[str]) -> ConfigError:

@@ -109,6 +109,7 @@ class CraftaxEnv:
         self._no_time_limit = self._params.replace(max_timesteps=NO_TIME_LIMIT)
         self.max_episode_steps = int(self._params.max_timesteps)
         self.obs_size = int(math.prod(self._env.observation_space(self._params).shape))
+        self.obs_shape = (self.obs_size,)  # flattened
         self.action_space = ActionSpace("discrete", num_actions=int(self._env.action_space(self._params).n))
         self.achievement_names = tuple(a.name.lower() for a in sorted(achievement, key=lambda a: a.value))
 

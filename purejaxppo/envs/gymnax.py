@@ -44,15 +44,17 @@ class GymnaxEnv:
 
     reset_strategy = "per_step"  # resets are cheap: a fresh one is drawn for every (step, env)
 
-    def __init__(self, name: str, env_params: dict | None = None):
+    def __init__(self, name: str, env_params: dict | None = None, environment=None):
+        """`environment`: a gymnax Environment of your own (named `name`) instead of gymnax's `name`."""
         from gymnax.environments import spaces
 
         self.name = name
-        self._env, default_params = _make(name)
+        self._env, default_params = _make(name) if environment is None else (environment, environment.default_params)
         self._params = with_params(name, default_params, dict(env_params or {}))
         self.max_episode_steps = int(self._params.max_steps_in_episode)
         obs_shape = self._env.observation_space(self._params).shape
         self.obs_size = int(math.prod(obs_shape))
+        self.obs_shape = (self.obs_size,)  # flattened
         space = self._env.action_space(self._params)
         if isinstance(space, spaces.Discrete):
             self.action_space = ActionSpace("discrete", num_actions=int(space.n))

@@ -234,6 +234,7 @@ class JumanjiEnv:
         self.action_space = ActionSpace("discrete", num_actions=num_actions)
         example = self._env.observation_spec.generate_value()
         self.obs_size = int(sum(math.prod(np.shape(leaf)) for leaf in jax.tree_util.tree_leaves(example)))
+        self.obs_shape = (self.obs_size,)  # flattened
 
     @property
     def jumanji_env(self):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 
@@ -13,10 +15,21 @@ class Wrapper:
 
     def __init__(self, env):
         self.env = env
-        self.obs_size = env.obs_size
+        self.obs_shape = tuple(env.obs_shape)
+        self.obs_size = math.prod(self.obs_shape)
         self.action_space = env.action_space
         self.max_episode_steps = env.max_episode_steps
-        self.reset_strategy = env.reset_strategy
+        self.reset_strategy = getattr(env, "reset_strategy", "per_step")
+        self.has_action_mask = getattr(env, "has_action_mask", hasattr(env, "action_mask"))
+
+    def action_mask(self, state):
+        """The actions allowed in `state` (an environment without a mask: all of them)."""
+        if not self.has_action_mask:
+            return jnp.ones((self.action_space.num_actions,), jnp.bool_)
+        return self.env.action_mask(self._inner(state))
+
+    def _inner(self, state):
+        return state
 
 
 @pytree.dataclass
@@ -34,6 +47,9 @@ class EpisodeStats(Wrapper):
     episode, that episode's totals. Counters restart when `AutoReset` swaps in a fresh
     state from `reset`.
     """
+
+    def _inner(self, state):
+        return state.env_state
 
     def reset(self, key):
         obs, state = self.env.reset(key)

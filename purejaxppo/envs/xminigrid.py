@@ -123,6 +123,7 @@ class XMiniGridEnv:
         self._env, self._params = _params(name, dict(env_params or {}))
         self.max_episode_steps = int(self._params.max_steps)
         self.obs_size = int(math.prod(self._env.observation_shape(self._params)))
+        self.obs_shape = (self.obs_size,)  # flattened
         self.action_space = ActionSpace("discrete", num_actions=int(self._env.num_actions(self._params)))
 
     @property

@@ -1,0 +1,97 @@
+"""Environments a user writes, imported by the tests as `user_envs:<factory>`."""
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from purejaxppo.envs import ActionSpace
+
+LEFT, RIGHT, LEAP = 0, 1, 2
+
+
+class CorridorState(NamedTuple):
+    pos: jnp.ndarray
+    steps: jnp.ndarray
+
+
+class Corridor:
+    """Walk right along `length` cells to the goal (+1, the end). LEFT at the first cell,
+    and LEAP anywhere, are illegal: `action_mask` says so, and taking one anyway ends the
+    episode with -1 (as an illegal move does in Jumanji's Snake or Knapsack)."""
+
+    def __init__(self, length: int = 6, time_limit: int = 20):
+        self.length = length
+        self.obs_shape = (length,)
+        self.action_space = ActionSpace("discrete", num_actions=3)
+        self.max_episode_steps = time_limit
+
+    def _obs(self, pos):
+        return jax.nn.one_hot(pos, self.length, dtype=jnp.float32)
+
+    def reset(self, key):
+        pos = jax.random.randint(key, (), 0, self.length - 1)
+        return self._obs(pos), CorridorState(pos, jnp.int32(0))
+
+    def action_mask(self, state):
+        return jnp.array([True, True, False]).at[LEFT].set(state.pos > 0)
+
+    def step(self, key, state, action):
+        illegal = ~self.action_mask(state)[action]
+        pos = jnp.clip(state.pos + jnp.where(action == RIGHT, 1, jnp.where(action == LEFT, -1, 0)), 0,
+                       self.length - 1)
+        at_goal = pos == self.length - 1
+        reward = jnp.where(illegal, -1.0, jnp.where(at_goal, 1.0, 0.0)).astype(jnp.float32)
+        steps = state.steps + 1
+        terminated = illegal | at_goal
+        truncated = ~terminated & (steps >= self.max_episode_steps)
+        return self._obs(pos), CorridorState(pos, steps), reward, terminated, truncated, {}
+
+
+def corridor(**params):
+    return Corridor(**params)
+
+
+def gymnax_cartpole(**params):
+    """A gymnax Environment instance (gymnax's own CartPole), as a user's factory returns one."""
+    import gymnax
+
+    env, _ = gymnax.make("CartPole-v1")
+    return env
+
+
+class Broken(Corridor):
+    """Fails the protocol in the way `problem` names."""
+
+    def __init__(self, problem: str):
+        super().__init__()
+        self.problem = problem
+
+    def reset(self, key):
+        obs, state = super().reset(key)
+        return (obs.astype(jnp.int32) if self.problem == "int_obs" else obs), state
+
+    def step(self, key, state, action):
+        obs, state, reward, terminated, truncated, info = super().step(key, state, action)
+        if self.problem == "reward_vector":
+            reward = jnp.stack([reward, reward])
+        if self.problem == "float_done":
+            terminated = terminated.astype(jnp.float32)
+        return obs, state, reward, terminated, truncated, info
+
+
+def broken(problem):
+    return Broken(problem)
+
+
+class NoStep:
+    obs_shape = (2,)
+    action_space = ActionSpace("discrete", num_actions=2)
+    max_episode_steps = 5
+
+    def reset(self, key):
+        return jnp.zeros(2), ()
+
+
+def no_step():
+    return NoStep()
