@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from purejaxppo import normalize
 from purejaxppo.config import PPOConfig
-from purejaxppo.distributions import TanhGaussian
+from purejaxppo.distributions import Categorical, TanhGaussian
 from purejaxppo.networks import Network, make_network
 
 
@@ -27,9 +27,10 @@ class Agent:
     """A policy and value network over one environment's action space."""
 
     def __init__(self, network: Network, action_space, normalize_obs: bool = False,
-                 obs_clip: float = 10.0, squash: str = "clip"):
+                 obs_clip: float = 10.0, squash: str = "clip", masked: bool = False):
         self.network = network
         self.action_space = action_space
+        self.masked = masked  # the environment's action mask applies: the policy is over the allowed actions
         self.normalize_obs = normalize_obs
         self.obs_clip = obs_clip
         self.squash = squash  # continuous actions: "clip" to the box for the step, or "tanh" into it
@@ -64,34 +65,39 @@ class Agent:
             return normalize.normalize(agent_state["obs_stats"], obs, self.obs_clip)
         return obs
 
-    def _distribution(self, dist):
+    def _distribution(self, dist, mask):
         if self.squash == "tanh":
             return TanhGaussian(dist, self.action_space.low, self.action_space.high)
+        if self.masked and mask is not None:
+            return Categorical.masked(dist.logits, mask)
         return dist
 
-    def step(self, params, agent_state, carry, obs):
+    def step(self, params, agent_state, carry, obs, mask=None):
         """One step: obs [..., *obs_shape] (carry rows [..., ...]) -> (action distribution,
-        value [...], carry after seeing obs)."""
+        value [...], carry after seeing obs). `mask` [..., num_actions]: the allowed actions
+        (applied when the agent is `masked`; None: all)."""
         dist, value, carry = self.network.apply(params, carry, self._observation(agent_state, obs))
-        return self._distribution(dist), value, carry
+        return self._distribution(dist, mask), value, carry
 
-    def unroll(self, params, agent_state, carry, obs, done):
+    def unroll(self, params, agent_state, carry, obs, done, mask=None):
         """Whole sequences, obs [B, T, *obs_shape] and done [B, T] (episode ended at that
         step), each from its carry (rows [B, ...]) -> (action distribution [B, T], value
         [B, T]), as `step` computed them in the rollout. Without memory, any leading shape."""
         dist, value = self.network.unroll(params, carry, self._observation(agent_state, obs), done)
-        return self._distribution(dist), value
+        return self._distribution(dist, mask), value
 
-    def act(self, params, agent_state, carry, obs, key, deterministic=False):
+    def act(self, params, agent_state, carry, obs, key, deterministic=False, mask=None):
         """A batch of observations -> (carry, env_action, action, log_prob, value).
 
+        `mask` [batch, num_actions]: the allowed actions (see `step`); a masked policy
+        never takes another, sampled or by its mode.
         `action` is the mode of the policy (deterministic) or a sample from it;
         `deterministic` may be a traced bool (one program for both, e.g. evaluations).
         Continuous actions are clipped to the action bounds (or, with tanh squashing,
         squashed into them) for the environment only (`env_action`); the unclipped
         (unsquashed) `action` and its log-probability go to the learner.
         """
-        dist, value, carry = self.step(params, agent_state, carry, obs)
+        dist, value, carry = self.step(params, agent_state, carry, obs, mask)
         if isinstance(deterministic, bool):  # known while tracing: the mode needs no key
             action = dist.mode() if deterministic else dist.sample(key)
         else:
@@ -109,4 +115,5 @@ def make_agent(cfg: PPOConfig, env, module=None) -> Agent:
     """The agent of a checked config on its built environment, with `module` as its
     network when given (see `networks.make_network`)."""
     network = make_network(cfg, env, module)
-    return Agent(network, env.action_space, cfg.normalize_obs, cfg.obs_clip, cfg.action_squash or "clip")
+    return Agent(network, env.action_space, cfg.normalize_obs, cfg.obs_clip, cfg.action_squash or "clip",
+                 masked=cfg.mask_actions and env.has_action_mask)

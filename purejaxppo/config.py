@@ -136,6 +136,10 @@ FIELDS: Mapping[str, Field] = _table(
           "continuous actions only: a Gaussian sample becomes the env's action by clip (to the action range, "
           "for the step only) or tanh (squashed into it, with the log-determinant in the log-probability: "
           "Brax's trainer's policy)", null="clip", rules=(one_of("clip", "tanh"),), action_kind="continuous"),
+    Field("mask_actions", "bool", True,
+          "apply the environment's action mask, where it has one (action_mask(state)): the policy acts, and "
+          "the loss's log-probabilities and entropy are computed, over the allowed actions only; false ignores "
+          "it, for comparison"),
     Field("normalize_obs", "bool", False,
           "normalise observations by their running mean and variance (kept in the learner state, "
           "merged after each update from its rollout, saved with checkpoints)"),

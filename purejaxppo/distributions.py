@@ -10,11 +10,23 @@ import jax.numpy as jnp
 from purejaxppo import pytree
 
 
+MASKED_LOGIT = float(jnp.finfo(jnp.float32).min)  # an action a mask rules out: probability exactly 0
+
+
 @pytree.dataclass
 class Categorical:
     """Categorical over the last axis of `logits`."""
 
     logits: jnp.ndarray
+
+    @classmethod
+    def masked(cls, logits, mask) -> "Categorical":
+        """Over the actions where `mask` [..., num_actions] is true only: the others get the
+        lowest finite logit, so their probability is exactly 0 (never sampled, never the
+        mode), the valid ones' probabilities and the entropy are those of the valid logits
+        alone, and no gradient reaches a masked logit. (A finite logit, not -inf: -inf
+        would make the entropy's 0 * log 0 a NaN.)"""
+        return cls(jnp.where(mask, logits, MASKED_LOGIT))
 
     def log_prob(self, action):
         logp = jax.nn.log_softmax(self.logits)

@@ -197,7 +197,7 @@ class Learner:
         advantages, targets = gae(reward, traj.value, next_values, traj.terminated,
                                   traj.truncated, hp.gamma, hp.gae_lambda)
         steps = {"obs": traj.obs, "done": traj.episode_done, "action": traj.action, "old_log_prob": traj.log_prob,
-                 "old_value": traj.value, "advantage": advantages, "target": targets}
+                 "old_value": traj.value, "advantage": advantages, "target": targets, "mask": traj.action_mask}
         if agent.recurrent:  # the batch's leading axis is what minibatches split: whole sequences [envs, steps]
             batch = {**jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), steps), "carry": start_carry}
         else:  # single steps [num_envs * num_steps]
@@ -272,7 +272,7 @@ class Learner:
 
             def loss(p):
                 dist, value = self.agent.unroll(p, agent_state, minibatch["carry"], minibatch["obs"],
-                                                minibatch["done"])
+                                                minibatch["done"], _mask(minibatch))
                 return ppo_loss(dist.log_prob(minibatch["action"]), dist.entropy(), value, minibatch, hp)
 
             (_, diagnostics), grads = jax.value_and_grad(loss, has_aux=True)(params)
@@ -289,12 +289,17 @@ class Learner:
     def _clip_cases(self, params, agent_state, batch, clip_eps):
         """[2, 3] counts of the updated policy's ratios on the batch: (advantage >= 0, < 0)
         x (inside the band, above it, below it)."""
-        dist, _ = self.agent.unroll(params, agent_state, batch["carry"], batch["obs"], batch["done"])
+        dist, _ = self.agent.unroll(params, agent_state, batch["carry"], batch["obs"], batch["done"], _mask(batch))
         ratio = jnp.ravel(jnp.exp(dist.log_prob(batch["action"]) - batch["old_log_prob"]))
         regions = jnp.stack([jnp.abs(ratio - 1.0) <= clip_eps, ratio > 1.0 + clip_eps, ratio < 1.0 - clip_eps])
         positive = jnp.ravel(batch["advantage"]) >= 0
         return jnp.stack([jnp.sum(regions & positive, axis=1),
                           jnp.sum(regions & ~positive, axis=1)]).astype(jnp.int32)
+
+
+def _mask(batch):
+    """The batch's action masks (None: the environment has none)."""
+    return None if isinstance(batch["mask"], tuple) else batch["mask"]
 
 
 def make_train(cfg: PPOConfig, progress=None, eval_episodes: int = 0, network=None):
@@ -334,6 +339,9 @@ def make_policy(cfg: PPOConfig, state: LearnerState, network=None) -> "Policy":
     batch from call to call. Pass `new_episode=True` (or one bool per row) with the first
     observation of each episode to start that row afresh; the first call, and a call with
     another batch size, start every row afresh; `act.reset()` forgets everything.
+    `mask` (one bool per action, or one row per observation): the actions allowed, for a
+    policy trained on an environment with action masks (`act(obs, mask=env.action_mask(s))`);
+    without it every action is allowed.
     `network`: the module the run trained, when it was given to `make_train` as one.
     """
     return Policy(Learner(cfg, network=network).agent, state.params, state.agent_state)
@@ -347,17 +355,18 @@ class Policy:
         self.carry = None  # the memory of the last call's rows (recurrent policies)
         self._act = jax.jit(self._step, static_argnums=4, compiler_options=compiler_options())
 
-    def _step(self, carry, obs, key, new_episode, deterministic):
+    def _step(self, carry, obs, key, new_episode, deterministic, mask):
         fresh = self.agent.initial_carry(obs.shape[0])
         carry = restart(carry, fresh, new_episode)
-        carry, env_action, _, _, _ = self.agent.act(self.params, self.agent_state, carry, obs, key, deterministic)
+        carry, env_action, _, _, _ = self.agent.act(self.params, self.agent_state, carry, obs, key, deterministic,
+                                                    mask)
         return carry, env_action
 
     def reset(self) -> None:
         """Forget the memory: the next call starts every row afresh."""
         self.carry = None
 
-    def __call__(self, obs, key=None, new_episode=False):
+    def __call__(self, obs, key=None, new_episode=False, mask=None):
         obs = jnp.asarray(obs, jnp.float32)
         batched = obs.ndim > len(self.agent.network.obs_shape)
         batch = obs if batched else obs[None]
@@ -366,6 +375,8 @@ class Policy:
         if carry is None or (self.agent.recurrent and jax.tree.leaves(carry)[0].shape[0] != rows):
             carry, new_episode = self.agent.initial_carry(rows), True
         new_episode = jnp.broadcast_to(jnp.asarray(new_episode, jnp.bool_), (rows,))
+        if mask is not None:
+            mask = jnp.broadcast_to(jnp.asarray(mask, jnp.bool_), (rows, self.agent.action_space.num_actions))
         self.carry, env_action = self._act(carry, batch, jax.random.PRNGKey(0) if key is None else key,
-                                           new_episode, key is None)
+                                           new_episode, key is None, mask)
         return env_action if batched else env_action[0]

@@ -153,6 +153,7 @@ CASES = [
     setting("network=purejaxppo.networks:nothing", "network", "has no nothing"),
     setting("network=[1]", "network", "must be a string"),
     setting("network_kwargs={width: 8}", "network_kwargs", "only applies with network set"),
+    setting("mask_actions=3", "mask_actions", "must be true or false"),
     Cli("network returning the wrong shapes", ["train", "c.yaml", "--set", "network=nets:wrong"], "network",
         "it returned [batch, 5] and [batch]",
         {"c.yaml": BASE, "nets.py": "import purejaxppo.networks as n\n"

@@ -15,9 +15,13 @@ n_1..n_k values is flattened to one discrete action of n_1 * ... * n_k values, d
 row-major (the first dimension most significant, `jnp.unravel_index`): BinPack-v2
 40 * 20 = 800, Cleaner-v0 4**3 = 64, RubiksCube-v0 6 * 1 * 3 = 18, Tetris-v0 4 * 10 = 40,
 RobotWarehouse-v0 5**4 = 625, Sudoku-v0 9**3 = 729, FlatPack-v0 8100, Minesweeper-v0 100.
-Action masks are not applied to the policy (the learner has no masking): they are part
-of the observation, and an invalid action does what the environment does with it (in
-Snake, Knapsack, BinPack, Tetris... it ends the episode, with discount 0: terminated).
+Action masks: where the observation has an `action_mask` over the flat action (of n
+values, or of the shape n_1 x ... x n_k, or one row of n values per dimension, whose joint
+mask is their outer AND), the adapter gives it as `action_mask(state)`, and the policy
+never takes an invalid action (`mask_actions: false` turns that off). Without masking an
+invalid action does what the environment does with it (in Snake, Knapsack, BinPack,
+Tetris... it ends the episode, with discount 0: terminated). The mask also stays part of
+the observation.
 
 Observations: Jumanji's observation is a NamedTuple of arrays (BinPack's nests one more
 NamedTuple). Every
@@ -216,6 +220,7 @@ def _make(name: str, overrides: dict):
 class JumanjiState:
     env_state: object   # Jumanji's State
     steps: jnp.ndarray  # steps taken in this episode
+    action_mask: object  # the flat actions allowed now [num_actions], or () where the environment has no mask
 
 
 class JumanjiEnv:
@@ -234,6 +239,7 @@ class JumanjiEnv:
         self.action_space = ActionSpace("discrete", num_actions=num_actions)
         example = self._env.observation_spec.generate_value()
         self.obs_size = int(sum(math.prod(np.shape(leaf)) for leaf in jax.tree_util.tree_leaves(example)))
+        self.has_action_mask = self._mask_of(example) is not None
         self.obs_shape = (self.obs_size,)  # flattened
 
     @property
@@ -253,9 +259,34 @@ class JumanjiEnv:
         digits = jnp.stack(jnp.unravel_index(jnp.asarray(action, jnp.int32), counts))
         return jnp.reshape(digits.astype(dtype) + low, shape)
 
+    def _mask_of(self, observation):
+        """The observation's action mask over our flat action [num_actions], or None."""
+        mask = getattr(observation, "action_mask", None)
+        if mask is None:
+            return None
+        mask = jnp.asarray(mask, jnp.bool_)
+        if self._multi is None:
+            return mask.reshape(-1) if mask.size == self.action_space.num_actions else None
+        counts = self._multi[2]
+        if mask.shape == counts:
+            return mask.reshape(-1)
+        if mask.shape == (len(counts), counts[0]) and len(set(counts)) == 1:  # a row per dimension
+            joint = mask[0]
+            for row in mask[1:]:
+                joint = (joint[:, None] & row[None, :]).reshape(-1)
+            return joint
+        return None
+
+    def action_mask(self, state):
+        return state.action_mask
+
+    def _state(self, env_state, steps, observation):
+        mask = self._mask_of(observation) if self.has_action_mask else None
+        return JumanjiState(env_state, steps, () if mask is None else mask)
+
     def reset(self, key):
         env_state, timestep = self._env.reset(key)
-        return self._flat(timestep.observation), JumanjiState(env_state, jnp.int32(0))
+        return self._flat(timestep.observation), self._state(env_state, jnp.int32(0), timestep.observation)
 
     def step(self, key, state, action):
         """One transition (the key is unused: Jumanji draws from its own state key)."""
@@ -268,6 +299,6 @@ class JumanjiEnv:
         ended = last & (timestep.discount == 0)
         terminated = ended & ~at_limit if self._own_limit else ended
         truncated = at_limit | (last & (timestep.discount > 0))
-        return (self._flat(timestep.observation), JumanjiState(env_state, steps),
+        return (self._flat(timestep.observation), self._state(env_state, steps, timestep.observation),
                 jnp.asarray(timestep.reward, jnp.float32), jnp.asarray(terminated, jnp.bool_),
                 jnp.asarray(truncated, jnp.bool_), {})
