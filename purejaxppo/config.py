@@ -122,6 +122,13 @@ FIELDS: Mapping[str, Field] = _table(
           "whole sequences (num_minibatches must divide num_envs)", rules=(one_of("mlp", "gru"),)),
     Field("gru_size", "int", 128, "policy gru only: width of the encoder and of the GRU's memory",
           rules=(AT_LEAST_1,)),
+    Field("torso", "str", None,
+          "the built-in networks' torso, shared by actor and critic: cnn (convolutions, then flattened) for "
+          "image observations [height, width(, channels)]", null="the observation, flattened",
+          rules=(one_of("cnn"),)),
+    Field("cnn_channels", "list of positive ints", (16, 32), "torso cnn: output channels of each convolution"),
+    Field("cnn_kernels", "list of positive ints", (3, 3), "torso cnn: kernel size of each convolution (square)"),
+    Field("cnn_strides", "list of positive ints", (1, 1), "torso cnn: stride of each convolution (VALID padding)"),
     Field("network", "str", None,
           "your own flax.linen actor-critic, package.module:factory, built as factory(num_outputs, "
           "**network_kwargs); module(obs) -> (logits or means, value), or recurrent (docs: your own network)",
@@ -212,7 +219,8 @@ class PPOConfig:
         d = dataclasses.asdict(self)
         d["env_params"] = dict(self.env_params)
         d["network_kwargs"] = dict(self.network_kwargs)
-        d["hidden_sizes"] = list(self.hidden_sizes)
+        for name in ("hidden_sizes", "cnn_channels", "cnn_kernels", "cnn_strides"):
+            d[name] = list(getattr(self, name))
         return d
 
 
@@ -500,6 +508,12 @@ def _check(cfg: PPOConfig, update_epochs: bool = True) -> None:
         raise ConfigError("num_minibatches", cfg.num_minibatches,
                           f"must divide the batch num_envs*num_steps="
                           f"{cfg.num_envs}*{cfg.num_steps}={cfg.batch_size}")
+    if cfg.torso == "cnn" and not len(cfg.cnn_channels) == len(cfg.cnn_kernels) == len(cfg.cnn_strides):
+        raise ConfigError("cnn_kernels", list(cfg.cnn_kernels), f"cnn_channels, cnn_kernels and cnn_strides must "
+                          f"be lists of one length (one entry per convolution); their lengths are "
+                          f"{len(cfg.cnn_channels)}, {len(cfg.cnn_kernels)}, {len(cfg.cnn_strides)}")
+    if cfg.network is not None and cfg.torso is not None:
+        raise ConfigError("torso", cfg.torso, "only applies to the built-in networks; network is set")
     if cfg.network is None and cfg.network_kwargs:
         raise ConfigError("network_kwargs", dict(cfg.network_kwargs), "only applies with network set (the "
                           "built-in networks take hidden_sizes, activation and gru_size)")
@@ -600,10 +614,10 @@ def make_config(values: Mapping[str, Any] | None = None, *, where: str = "config
 
 
 def _check_env_and_network(cfg: PPOConfig) -> None:
-    """The environment and its parameters; a user's network (imported, built, its output
-    shapes found by jax.eval_shape) on that environment."""
+    """The environment and its parameters; a user's network or a CNN torso (imported,
+    built, its output shapes found by jax.eval_shape) on that environment."""
     env = check_env_config(cfg, ACTION_KIND_FIELDS)
-    if cfg.network is not None:
+    if cfg.network is not None or cfg.torso is not None:
         make_network(cfg, env)
 
 

@@ -154,6 +154,13 @@ CASES = [
     setting("network=[1]", "network", "must be a string"),
     setting("network_kwargs={width: 8}", "network_kwargs", "only applies with network set"),
     setting("mask_actions=3", "mask_actions", "must be true or false"),
+    setting("torso=resnet", "torso", "one of cnn"),
+    setting("torso=cnn", "torso", "needs image observations [height, width(, channels)]"),
+    setting("cnn_channels=[0]", "cnn_channels", "positive integers"),
+    setting("cnn_strides=3", "cnn_strides", "positive integers"),
+    Cli("cnn lists of unequal lengths", ["train", "c.yaml", "--set", "cnn_kernels=[3]"], "cnn_kernels",
+        "must be lists of one length", {"c.yaml": "env: Breakout-MinAtar\ntorso: cnn\nnum_envs: 4\nnum_steps: 16\n"
+                                                  "num_minibatches: 2\ntotal_timesteps: 640\n"}),
     Cli("network returning the wrong shapes", ["train", "c.yaml", "--set", "network=nets:wrong"], "network",
         "it returned [batch, 5] and [batch]",
         {"c.yaml": BASE, "nets.py": "import purejaxppo.networks as n\n"

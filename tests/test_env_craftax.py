@@ -85,8 +85,7 @@ def test_achievements_are_readable_from_the_raw_state(episodes):
 
 @pytest.mark.parametrize("values, field, words", [
     ({"env": "craftax/Craftax-Classic-Symbolic-v2"}, "env", "did you mean Craftax-Classic-Symbolic-v1"),
-    ({"env": "craftax/Craftax-Classic-Pixels-v1"}, "env", "pixel observations are left out"),
-    ({"env": "craftax/Craftax-Pixels-v1"}, "env", "pixel observations are left out"),
+    ({"env": "craftax/Craftax-Pixels-AutoReset-v1"}, "env", "use craftax/Craftax-Pixels-v1"),
     ({"env": "craftax/Craftax-Symbolic-AutoReset-v1"}, "env", "reset here"),
     ({"env": CLASSIC, "env_params": {"max_timestep": 5}}, "env_params.max_timestep",
      "no such parameter; did you mean max_timesteps"),
@@ -136,3 +135,19 @@ def test_the_shipped_craftax_ppo_rnn_configs_are_the_papers(name, limit):
     assert cfg.env_params == {"max_timesteps": limit} and cfg.num_envs % cfg.num_minibatches == 0
     assert (cfg.policy, cfg.gru_size, cfg.hidden_sizes, cfg.activation) == ("gru", 512, (512, 512), "relu")
     assert (cfg.num_envs, cfg.num_steps, cfg.lr, cfg.gae_lambda, cfg.max_grad_norm) == (1024, 64, 2e-4, 0.8, 1.0)
+
+
+@pytest.mark.slow
+def test_the_pixel_environments_are_offered_as_images_for_a_cnn_torso():
+    """Craftax-Classic-Pixels-v1: 63 x 63 RGB in [0, 1]. (Its first build renders Craftax's
+    textures, about a minute, cached by Craftax for later builds.)"""
+    cfg = ppo.make_config({"env": "craftax/Craftax-Classic-Pixels-v1", "torso": "cnn", "cnn_channels": [8, 16],
+                           "cnn_kernels": [4, 3], "cnn_strides": [2, 2], "hidden_sizes": [32], "num_envs": 2,
+                           "num_steps": 8, "num_minibatches": 2, "total_timesteps": 32,
+                           "env_params": {"max_timesteps": 4}})
+    learner = ppo.Learner(cfg)
+    assert learner.env.obs_shape == (63, 63, 3) and learner.env.action_space.num_actions == 17
+    state, metrics = jax.jit(learner.run)(learner.init(jax.random.PRNGKey(0)))
+    assert 0.0 <= float(state.obs.min()) and float(state.obs.max()) <= 1.0 and state.obs.shape == (2, 63, 63, 3)
+    assert np.all(np.asarray(metrics["first_minibatch_ratio_error"]) == 0)
+    assert int(np.sum(metrics["episodes_finished"])) >= 2  # the 4-step time limit ended episodes

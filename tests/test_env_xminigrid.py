@@ -35,14 +35,14 @@ def play(env, actions, seed=0):
     return out
 
 
-def test_reset_and_step_give_flat_float32_views_and_bool_flags():
+def test_reset_and_step_give_float32_views_of_their_shape_and_bool_flags():
     env = make_raw_env(EMPTY)
     assert env.obs_size == 7 * 7 * 2 and env.action_space == ActionSpace("discrete", num_actions=6)
     assert env.max_episode_steps == 100 and env.reset_strategy == "per_step"
     obs, state = jax.jit(env.reset)(jax.random.PRNGKey(0))
-    assert obs.shape == (env.obs_size,) and obs.dtype == jnp.float32
+    assert obs.shape == env.obs_shape == (7, 7, 2) and obs.dtype == jnp.float32
     obs, state, reward, terminated, truncated, info = jax.jit(env.step)(jax.random.PRNGKey(1), state, FORWARD)
-    assert obs.shape == (env.obs_size,) and obs.dtype == jnp.float32
+    assert obs.shape == env.obs_shape == (7, 7, 2) and obs.dtype == jnp.float32
     assert reward.dtype == jnp.float32 and reward.shape == ()
     assert terminated.dtype == jnp.bool_ and truncated.dtype == jnp.bool_ and info == {}
     assert int(state.state.step_num) == 1  # the raw step: no reset

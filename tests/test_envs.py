@@ -30,9 +30,10 @@ def test_auto_reset_matches_gymnax_own_step(name):
         action = space.sample(k_act)
         obs_a, state_a, r_a, term_a, trunc_a, info_a = step_a(k_step, state_a, action)
         obs_b, state_b, r_b, term_b, trunc_b, info_b = step_b(k_step, state_b, action)
-        np.testing.assert_allclose(obs_a, np.reshape(obs_b, -1).astype(np.float32), rtol=1e-6, atol=1e-6)
-        np.testing.assert_allclose(info_a["final_observation"],
-                                   np.reshape(info_b["final_observation"], -1).astype(np.float32), rtol=1e-6, atol=1e-6)
+        assert obs_a.shape == np.shape(obs_b) and obs_a.dtype == jnp.float32  # gymnax's shape, as float32
+        np.testing.assert_allclose(obs_a, np.asarray(obs_b, np.float32), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(info_a["final_observation"], np.asarray(info_b["final_observation"], np.float32),
+                                   rtol=1e-6, atol=1e-6)
         assert float(r_a) == pytest.approx(float(r_b))
         assert bool(term_a) == bool(term_b) and bool(trunc_a) == bool(trunc_b)
         ends += bool(term_a) or bool(trunc_a)
@@ -53,12 +54,12 @@ def test_episode_stats_restart_after_reset():
     assert returns[3][1] == pytest.approx(returns[3][0])
 
 
-def test_minatar_observations_are_flattened():
+def test_minatar_observations_keep_their_image_shape():
     env = ppo.make_env(ppo.make_config(dict(env="Breakout-MinAtar")))
     obs, state = env.reset(jax.random.PRNGKey(0))
-    assert obs.shape == (env.obs_size,) == (400,) and obs.dtype == jnp.float32
+    assert obs.shape == env.obs_shape == (10, 10, 4) and env.obs_size == 400 and obs.dtype == jnp.float32
     obs, state, reward, terminated, truncated, info = env.step(jax.random.PRNGKey(1), state, 0)
-    assert info["final_observation"].shape == (400,)
+    assert info["final_observation"].shape == (10, 10, 4)
     assert terminated.dtype == jnp.bool_ and truncated.dtype == jnp.bool_
 
 

@@ -146,6 +146,36 @@ def test_an_nnx_module_is_accepted_through_flax_bridge():
     assert np.all(np.asarray(out.metrics["first_minibatch_ratio_error"]) == 0)
 
 
+@pytest.mark.parametrize("kernel, stride", [(3, 1), (4, 2), (5, 3)])
+def test_the_cnn_convolution_is_flax_convolution_with_the_same_parameters(kernel, stride):
+    import flax.linen as nn
+
+    from purejaxppo.networks import Conv
+
+    x = jax.random.normal(jax.random.PRNGKey(0), (5, 11, 9, 3))
+    ours = Conv(7, kernel, stride)
+    params = ours.init(jax.random.PRNGKey(1), x)
+    theirs = nn.Conv(7, (kernel, kernel), (stride, stride), padding="VALID")
+    np.testing.assert_allclose(ours.apply(params, x), theirs.apply(params, x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_cnn_torso_reads_image_observations_in_their_shape():
+    """MinAtar's [10, 10, 4] image: two VALID 3x3 convolutions (10 -> 8 -> 6), flattened
+    (6 * 6 * 32) into the separate actor and critic MLPs; observation statistics per pixel
+    and channel."""
+    cfg = ppo.make_config(dict(TINY, env="Breakout-MinAtar", torso="cnn", hidden_sizes=[32], normalize_obs=True))
+    learner = ppo.Learner(cfg)
+    state, metrics = jax.jit(learner.run)(learner.init(jax.random.PRNGKey(0)))
+    p = state.params["params"]
+    assert p["torso"]["Conv_0"]["kernel"].shape == (3, 3, 4, 16) and p["torso"]["Conv_1"]["kernel"].shape == (3, 3, 16, 32)
+    assert p["actor"]["Dense_0"]["kernel"].shape == (6 * 6 * 32, 32)
+    assert state.agent_state["obs_stats"].mean.shape == (10, 10, 4)
+    assert np.all(np.asarray(metrics["first_minibatch_ratio_error"]) == 0)
+    gru = ppo.Learner(ppo.make_config(dict(TINY, env="Breakout-MinAtar", torso="cnn", policy="gru", gru_size=8,
+                                           hidden_sizes=[8], cnn_channels=[4], cnn_kernels=[5], cnn_strides=[2])))
+    assert gru.init(jax.random.PRNGKey(0)).params["params"]["encoder"]["kernel"].shape == (3 * 3 * 4, 8)
+
+
 @pytest.mark.learning
 def test_a_user_flax_network_trains_cartpole_to_a_greedy_475_from_python_and_from_the_cli(tmp_path):
     """The reference CartPole config with the user's own two-tower module in place of the

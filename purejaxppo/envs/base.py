@@ -145,9 +145,9 @@ def with_params(name: str, default_params, overrides: dict, not_offered: dict | 
     return default_params.replace(**values)
 
 
-def flat_obs(obs, size: int):
-    """An observation of any shape as the protocol's flat float32 vector [size]."""
-    return jnp.reshape(obs, (size,)).astype(jnp.float32)
+def as_obs(obs, shape: tuple[int, ...]):
+    """A library's observation as the protocol's float32 array of `shape`."""
+    return jnp.reshape(obs, shape).astype(jnp.float32)
 
 
 # --------------------------------------------------------------------------------------

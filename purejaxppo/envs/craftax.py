@@ -2,8 +2,9 @@
 
 Offered: the symbolic environments `Craftax-Classic-Symbolic-v1` (1345 observations, 17
 actions, time limit 10000) and `Craftax-Symbolic-v1` (8268 observations, 43 actions, time
-limit 100000). The pixel environments are left out on purpose (the learner's networks are
-MLPs over flat vectors); asking for one is a ConfigError saying so.
+limit 100000), and the pixel ones `Craftax-Classic-Pixels-v1` and `Craftax-Pixels-v1`
+(images [height, width, 3] in [0, 1], for `torso: cnn`). Craftax's `...-AutoReset-v1`
+names are refused: episodes are reset here.
 
 Episode handling is ours, not Craftax's: the adapter calls Craftax's `step_env` (no
 auto-reset; `AutoReset` starts new episodes). Craftax's own `done` (`is_terminal`, i.e.
@@ -44,7 +45,7 @@ import math
 
 import jax.numpy as jnp
 
-from purejaxppo.envs.base import ActionSpace, flat_obs, with_params
+from purejaxppo.envs.base import ActionSpace, as_obs, with_params
 from purejaxppo.errors import ConfigError
 
 # name -> (module, class without auto-reset, module of its Achievement enum)
@@ -53,14 +54,16 @@ ENVS = {
                                     "CraftaxClassicSymbolicEnvNoAutoReset", "craftax.craftax_classic.constants"),
     "Craftax-Symbolic-v1": ("craftax.craftax.envs.craftax_symbolic_env", "CraftaxSymbolicEnvNoAutoReset",
                             "craftax.craftax.constants"),
+    "Craftax-Classic-Pixels-v1": ("craftax.craftax_classic.envs.craftax_pixels_env",
+                                  "CraftaxClassicPixelsEnvNoAutoReset", "craftax.craftax_classic.constants"),
+    "Craftax-Pixels-v1": ("craftax.craftax.envs.craftax_pixels_env", "CraftaxPixelsEnvNoAutoReset",
+                          "craftax.craftax.constants"),
 }
 # Names Craftax knows that are left out on purpose, with the reason.
-PIXELS = "pixel observations are left out on purpose (the networks here are MLPs over flat vectors)"
 EXCLUDED = {
-    "Craftax-Classic-Pixels-v1": f"{PIXELS}; use craftax/Craftax-Classic-Symbolic-v1",
-    "Craftax-Pixels-v1": f"{PIXELS}; use craftax/Craftax-Symbolic-v1",
-    "Craftax-Classic-Pixels-AutoReset-v1": f"{PIXELS}; use craftax/Craftax-Classic-Symbolic-v1",
-    "Craftax-Pixels-AutoReset-v1": f"{PIXELS}; use craftax/Craftax-Symbolic-v1",
+    "Craftax-Classic-Pixels-AutoReset-v1": "episodes are reset here, not by Craftax; use "
+                                           "craftax/Craftax-Classic-Pixels-v1",
+    "Craftax-Pixels-AutoReset-v1": "episodes are reset here, not by Craftax; use craftax/Craftax-Pixels-v1",
     "Craftax-Classic-Symbolic-AutoReset-v1": "episodes are reset here, not by Craftax; use "
                                              "craftax/Craftax-Classic-Symbolic-v1",
     "Craftax-Symbolic-AutoReset-v1": "episodes are reset here, not by Craftax; use craftax/Craftax-Symbolic-v1",
@@ -82,8 +85,7 @@ def _make(name: str):
     if name not in ENVS:
         close = difflib.get_close_matches(name, env_names(), n=2, cutoff=0.4)
         hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(env_names())}"
-        raise ConfigError("env", f"craftax/{name}", f"unknown Craftax environment; {hint} (only the symbolic "
-                          f"environments are offered)")
+        raise ConfigError("env", f"craftax/{name}", f"unknown Craftax environment; {hint}")
     module, cls, constants = ENVS[name]
     return getattr(importlib.import_module(module), cls)(), importlib.import_module(constants).Achievement
 
@@ -97,7 +99,7 @@ def _with_params(name, default_params, overrides):
 
 
 class CraftaxEnv:
-    """A symbolic Craftax environment: flat float32 observations, bool done flags, the time
+    """A Craftax environment: float32 observations (a vector, or an image), bool done flags, the time
     limit (truncated) told apart from death (terminated); see the module's docstring."""
 
     reset_strategy = "per_rollout"  # a reset generates a world: 5-12x a step (module docstring)
@@ -109,7 +111,7 @@ class CraftaxEnv:
         self._no_time_limit = self._params.replace(max_timesteps=NO_TIME_LIMIT)
         self.max_episode_steps = int(self._params.max_timesteps)
         self.obs_size = int(math.prod(self._env.observation_space(self._params).shape))
-        self.obs_shape = (self.obs_size,)  # flattened
+        self.obs_shape = tuple(self._env.observation_space(self._params).shape)
         self.action_space = ActionSpace("discrete", num_actions=int(self._env.action_space(self._params).n))
         self.achievement_names = tuple(a.name.lower() for a in sorted(achievement, key=lambda a: a.value))
 
@@ -125,14 +127,14 @@ class CraftaxEnv:
 
     def reset(self, key):
         obs, state = self._env.reset_env(key, self._params)
-        return flat_obs(obs, self.obs_size), state
+        return as_obs(obs, self.obs_shape), state
 
     def step(self, key, state, action):
         """One transition, without auto-reset (see `AutoReset`)."""
         obs, state, reward, _, _ = self._env.step_env(key, state, action, self._params)
         terminated = self._env.is_terminal(state, self._no_time_limit)
         truncated = state.timestep >= self.max_episode_steps
-        return (flat_obs(obs, self.obs_size), state, jnp.asarray(reward, jnp.float32),
+        return (as_obs(obs, self.obs_shape), state, jnp.asarray(reward, jnp.float32),
                 jnp.asarray(terminated, jnp.bool_), jnp.asarray(truncated, jnp.bool_), {})
 
     def achievements(self, state):

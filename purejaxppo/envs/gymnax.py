@@ -7,7 +7,7 @@ import math
 
 import jax.numpy as jnp
 
-from purejaxppo.envs.base import ActionSpace, flat_obs, with_params
+from purejaxppo.envs.base import ActionSpace, as_obs, with_params
 from purejaxppo.errors import ConfigError
 
 # Registered in gymnax but left out on purpose, with the reason.
@@ -34,7 +34,7 @@ def _make(name: str):
 
 
 class GymnaxEnv:
-    """A gymnax environment with flat float32 observations and bool done flags.
+    """A gymnax environment with float32 observations (of its own shape) and bool done flags.
 
     `step` is the raw transition: it does not reset (gymnax's own `step` computes a
     reset on every step and selects it on done). `AutoReset` starts new episodes; the
@@ -54,7 +54,7 @@ class GymnaxEnv:
         self.max_episode_steps = int(self._params.max_steps_in_episode)
         obs_shape = self._env.observation_space(self._params).shape
         self.obs_size = int(math.prod(obs_shape))
-        self.obs_shape = (self.obs_size,)  # flattened
+        self.obs_shape = tuple(obs_shape)  # as gymnax gives it
         space = self._env.action_space(self._params)
         if isinstance(space, spaces.Discrete):
             self.action_space = ActionSpace("discrete", num_actions=int(space.n))
@@ -67,11 +67,11 @@ class GymnaxEnv:
 
     def reset(self, key):
         obs, state = self._env.reset(key, self._params)
-        return flat_obs(obs, self.obs_size), state
+        return as_obs(obs, self.obs_shape), state
 
     def step(self, key, state, action):
         """One transition, without gymnax's built-in auto-reset (see `AutoReset`)."""
         obs, state, reward, terminated, _ = self._env.step_env(key, state, action, self._params)
         truncated = self._env.is_truncated(state, self._params)
-        return (flat_obs(obs, self.obs_size), state, jnp.asarray(reward, jnp.float32),
+        return (as_obs(obs, self.obs_shape), state, jnp.asarray(reward, jnp.float32),
                 jnp.asarray(terminated, jnp.bool_), jnp.asarray(truncated, jnp.bool_), {})

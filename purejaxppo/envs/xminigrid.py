@@ -20,8 +20,8 @@ both are true when the goal is reached on the last allowed step. The reward is
 xminigrid's: 1 - 0.9 * step_num / max_steps on reaching the goal, else 0.
 
 Observations: xminigrid's egocentric partial view, uint8 of shape (view_size, view_size, 2)
-(tile id, colour id per cell, the agent at the bottom middle facing up), flattened
-row-major to float32 of size view_size * view_size * 2 (98 for the default view 7):
+(tile id, colour id per cell, the agent at the bottom middle facing up), as float32 of
+that shape (view_size * view_size * 2 = 98 values for the default view 7):
 the ids as numbers, not one-hot. As in xminigrid, what the agent carries is not in the
 view (after picking up the key in DoorKey the key is gone from sight).
 
@@ -52,7 +52,7 @@ import math
 
 import jax.numpy as jnp
 
-from purejaxppo.envs.base import ActionSpace, flat_obs, param_value, unknown_param
+from purejaxppo.envs.base import ActionSpace, as_obs, param_value, unknown_param
 from purejaxppo.errors import ConfigError
 
 XLAND = ("needs a benchmark ruleset (xminigrid.load_benchmark downloads it from the internet) and is not "
@@ -115,7 +115,7 @@ def _params(name: str, overrides: dict):
 
 
 class XMiniGridEnv:
-    """An XLand-MiniGrid MiniGrid environment: flat float32 views, bool done flags, no auto-reset."""
+    """An XLand-MiniGrid MiniGrid environment: float32 views [view, view, 2], bool done flags, no auto-reset."""
 
     def __init__(self, name: str, env_params: dict | None = None):
         self.name = name
@@ -123,7 +123,7 @@ class XMiniGridEnv:
         self._env, self._params = _params(name, dict(env_params or {}))
         self.max_episode_steps = int(self._params.max_steps)
         self.obs_size = int(math.prod(self._env.observation_shape(self._params)))
-        self.obs_shape = (self.obs_size,)  # flattened
+        self.obs_shape = tuple(self._env.observation_shape(self._params))
         self.action_space = ActionSpace("discrete", num_actions=int(self._env.num_actions(self._params)))
 
     @property
@@ -134,12 +134,12 @@ class XMiniGridEnv:
     def reset(self, key):
         """-> (obs, state): the state is xminigrid's TimeStep."""
         timestep = self._env.reset(self._params, key)
-        return flat_obs(timestep.observation, self.obs_size), timestep
+        return as_obs(timestep.observation, self.obs_shape), timestep
 
     def step(self, key, state, action):
         """One transition (the key is unused: xminigrid draws from its own state key)."""
         timestep = self._env.step(self._params, state, action)
         terminated = timestep.discount == 0
         truncated = timestep.state.step_num >= self._params.max_steps
-        return (flat_obs(timestep.observation, self.obs_size), timestep, jnp.asarray(timestep.reward, jnp.float32),
+        return (as_obs(timestep.observation, self.obs_shape), timestep, jnp.asarray(timestep.reward, jnp.float32),
                 jnp.asarray(terminated, jnp.bool_), jnp.asarray(truncated, jnp.bool_), {})
