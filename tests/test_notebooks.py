@@ -17,7 +17,7 @@ CHECK_KERNEL = "import sys; print(sys.executable); print(sys.prefix)"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["quickstart.ipynb", "why_several_epochs.ipynb"])
+@pytest.mark.parametrize("name", ["quickstart.ipynb", "why_several_epochs.ipynb", "your_own_env_and_network.ipynb"])
 def test_notebook_runs_at_small_budget(name, tmp_path, monkeypatch):
     import nbformat
     from nbclient import NotebookClient

@@ -125,7 +125,7 @@ class BraxEnv:
         self.action_repeat = settings["action_repeat"]
         self.max_episode_steps = math.ceil(settings["episode_length"] / self.action_repeat)
         self.obs_size = int(self._env.observation_size)
-        self.obs_shape = (self.obs_size,)  # flattened
+        self.obs_shape = (self.obs_size,)  # a vector
         size = int(self._env.action_size)
         low, high = -jnp.ones(size, jnp.float32), jnp.ones(size, jnp.float32)
         sys = getattr(self._env, "sys", None)
