@@ -159,3 +159,27 @@ def test_diagnosis_rules_fire_as_documented():
     assert diagnose([0.01, 0.05, 0.1]).startswith("in range")
     assert diagnose([0.01, 0.05, 0.1], {"under_used_below": 0.2}).startswith("under-used")
     assert diagnose([0.0, np.nan, np.nan]).startswith("under-used: the last epoch (1)")
+
+
+def test_heatmap_cell_is_the_mean_over_every_run_of_its_two_values():
+    from purejaxppo.experiments.report import heatmap_grid
+    from purejaxppo.experiments.sweep import expand
+
+    # three swept keys of 2, 3 and 4 values; points hold 1 to 3 runs (others diverged), one NaN return
+    points = expand(make_spec(grid={"clip_eps": [0.1, 0.2], "update_epochs": [1, 2, 4],
+                                    "lr": [1e-4, 3e-4, 1e-3, 3e-3]}))
+    rng = np.random.default_rng(0)
+    values = [rng.normal(100 * i, 10, size=1 + i % 3) for i in range(len(points))]
+    values[5][0] = np.nan
+    xs, ys, grid = heatmap_grid(points, values, "clip_eps", "update_epochs")
+    assert xs == ["0.1", "0.2"] and ys == ["1", "2", "4"] and grid.shape == (3, 2)
+    for y, epochs in enumerate((1, 2, 4)):
+        for x, clip in enumerate((0.1, 0.2)):
+            runs = np.concatenate([v for p, v in zip(points, values)
+                                   if p["clip_eps"] == clip and p["update_epochs"] == epochs])
+            assert grid[y, x] == pytest.approx(np.nanmean(runs), rel=1e-12)
+    # by hand: three points of one run each (a, b, c) make a cell of (a + b + c) / 3, not a/4 + b/4 + c/2
+    three = expand(make_spec(grid={"clip_eps": [0.1], "update_epochs": [1], "lr": [1e-4, 3e-4, 1e-3]}))
+    assert heatmap_grid(three, [[3.0], [6.0], [12.0]], "clip_eps", "update_epochs")[2][0, 0] == 7.0
+    # a cell whose every run diverged is empty: NaN, not 0
+    assert np.isnan(heatmap_grid(three[:1], [[]], "clip_eps", "update_epochs")[2][0, 0])

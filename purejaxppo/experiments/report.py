@@ -237,6 +237,9 @@ def write_run_folder(folder: Path, config: Mapping[str, Any], metrics: Mapping[s
 # --------------------------------------------------------------------------------------
 # Sweeps
 # --------------------------------------------------------------------------------------
+PER_RUN_METRICS = ("episode_return", "kl_k3", "clip_fraction", "epochs_run", "explained_variance")  # stats.per_run's
+
+
 def sweep_summary(result) -> list[dict[str, Any]]:
     """One row per grid point: mean ± s.e. over the seeds that did not diverge, and more."""
     rows = []
@@ -246,8 +249,7 @@ def sweep_summary(result) -> list[dict[str, Any]]:
         ok = [k for k in members if not result.diverged[k]]
         if ok:
             per_seed = stats.per_run({name: np.stack([result.metrics[k][name] for k in ok])
-                                      for name in ("episode_return", "kl_k3", "clip_fraction", "epochs_run",
-                                                   "explained_variance")})
+                                      for name in PER_RUN_METRICS})
             clip_by_epoch = stats.mean_by_epoch(np.stack([result.metrics[k]["clip_fraction"] for k in ok]))
         else:
             per_seed = {name: np.array([]) for name in ("final_return", "mean_kl_k3", "max_update_kl",
@@ -378,6 +380,18 @@ def _axis(values: list) -> list[str]:
     return labels
 
 
+def heatmap_grid(points: list[dict], values: list, a: str, b: str) -> tuple[list[str], list[str], np.ndarray]:
+    """(labels of a, labels of b, grid[b, a]): each cell the mean over every run whose point
+    has those two values of the swept keys a and b, whatever its other swept values.
+    `values[i]` holds point i's per-run numbers (the runs that count); non-finite ones are
+    left out, as in the tables. A cell no run reaches is NaN."""
+    xs, ys = _axis([p[a] for p in points]), _axis([p[b] for p in points])
+    cells: list[list[list]] = [[[] for _ in xs] for _ in ys]
+    for point, v in zip(points, values):
+        cells[ys.index(show_value(point[b]))][xs.index(show_value(point[a]))] += list(np.ravel(v))
+    return xs, ys, np.array([[stats.mean_se(cell)[0] for cell in row] for row in cells], np.float64)
+
+
 def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, Callable[[], bytes]]]:
     """(file name, draw) for learning_curves.png, clip_fraction_by_epoch.png and, over the
     first two swept keys, heatmap_return.png and heatmap_kl.png."""
@@ -405,19 +419,20 @@ def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, C
         return _finish(fig, ax, 7, xlabel="epoch within an update",
                        ylabel="clip fraction (mean over updates and seeds)", title="How much each epoch is clipped")
 
-    def heatmap(key, title):
+    def heatmap(name, title):
+        values = []
+        for i in range(len(result.points)):
+            ok = [k for k in result.point_runs(i) if not result.diverged[k]]
+            values.append(stats.per_run({m: np.stack([result.metrics[k][m] for k in ok]) for m in PER_RUN_METRICS})[name]
+                          if ok else np.array([]))
         a, b = swept[0], swept[1]
-        xs, ys = _axis([p[a] for p in result.points]), _axis([p[b] for p in result.points])
-        grid = np.full((len(ys), len(xs)), np.nan)
-        for row, point in zip(rows, result.points):
-            # with more than two swept keys, average over the others
-            y, x = ys.index(show_value(point[b])), xs.index(show_value(point[a]))
-            grid[y, x] = row[key] if np.isnan(grid[y, x]) else np.nanmean([grid[y, x], row[key]])
+        xs, ys, grid = heatmap_grid(result.points, values, a, b)
         fig, ax = plt.subplots(figsize=(1.3 * len(xs) + 2.5, 0.9 * len(ys) + 2))
         image = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
         ax.set_xticks(range(len(xs)), xs)
         ax.set_yticks(range(len(ys)), ys)
-        ax.set(xlabel=a, ylabel=b, title=title)
+        others = swept[2:]
+        ax.set(xlabel=a, ylabel=b, title=title + (f" (mean over every run of {', '.join(others)})" if others else ""))
         for (y, x), value in np.ndenumerate(grid):
             ax.text(x, y, f"{value:.3g}", ha="center", va="center", color="w", fontsize=8)
         fig.colorbar(image, ax=ax)
@@ -426,6 +441,6 @@ def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, C
 
     plots = [("learning_curves.png", learning_curves), ("clip_fraction_by_epoch.png", clip_by_epoch)]
     if len(swept) >= 2:
-        plots += [("heatmap_return.png", lambda: heatmap("train_return", "final train return")),
-                  ("heatmap_kl.png", lambda: heatmap("mean_kl", "mean KL (k3)"))]
+        plots += [("heatmap_return.png", lambda: heatmap("final_return", "final train return")),
+                  ("heatmap_kl.png", lambda: heatmap("mean_kl_k3", "mean KL (k3)"))]
     return plots
