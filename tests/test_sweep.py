@@ -152,7 +152,7 @@ def test_cli_sweep_writes_tables(tmp_path, capsys):
 
 
 def test_diagnosis_rules_fire_as_documented():
-    from purejaxppo.experiments.report import diagnose
+    from purejaxppo.experiments.diagnosis import diagnose
 
     assert diagnose([0.0, 0.001, 0.005]).startswith("under-used: the last epoch (3) clips 0.5%")
     assert diagnose([0.05, 0.15, 0.25, 0.3]).startswith("over-used: epoch 3 already clips 25.0%")

@@ -18,10 +18,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import yaml
 
-from purejaxppo.experiments import stats
-from purejaxppo.experiments.diagnosis import DIAGNOSIS_DEFAULTS, diagnose  # noqa: F401  (re-exported)
-from purejaxppo.experiments.stats import (interquartile_mean, last_epoch_values, mean_se,  # noqa: F401  (re-exported)
-                              probability_of_improvement)
+from purejaxppo.experiments import diagnosis, stats
 from purejaxppo.experiments.sweep import swept_keys
 
 CLIP_CASE_NAMES = [f"clip_cases_{sign}_{region}" for sign in ("adv_pos", "adv_neg")
@@ -54,16 +51,16 @@ def summarize(metrics: Mapping[str, np.ndarray], *, steps_per_run: int, run_seco
     seeds = per_seed["final_return"].shape[0]
     ok = np.ones(seeds, bool) if diverged is None else ~np.asarray(diverged, bool)
     max_kl = stats.finite(per_seed["max_update_kl"][ok])
-    runaway = per_seed["max_update_kl"][ok] > DIAGNOSIS_DEFAULTS["runaway_kl_above"]
+    runaway = per_seed["max_update_kl"][ok] > diagnosis.DIAGNOSIS_DEFAULTS["runaway_kl_above"]
+    clip_by_epoch = stats.mean_by_epoch(np.asarray(metrics["clip_fraction"])[ok])
     summary: dict[str, Any] = {"seeds": seeds, "diverged": int(seeds - ok.sum()), "runaway": int(runaway.sum()),
-                               "diagnosis": diagnose(stats.mean_by_epoch(np.asarray(metrics["clip_fraction"])[ok]),
-                                                     max_kl=float(max(max_kl, default=math.nan)))}
+                               "diagnosis": diagnosis.diagnose(clip_by_epoch, max_kl=float(max(max_kl, default=math.nan)))}
     for name in ("final_return", "eval_return", "eval_return_stochastic", "mean_kl_k3", "last_epoch_clip_fraction",
                  "explained_variance", "epochs_run"):
         if name not in per_seed:
             continue
         values = per_seed[name]
-        mean, se = mean_se(values[ok])
+        mean, se = stats.mean_se(values[ok])
         summary[name] = {"mean": mean, "se": se, "per_seed": [float(v) for v in values]}
     summary["steps_per_second"] = seeds * steps_per_run / run_seconds
     summary["run_seconds"] = run_seconds
@@ -86,7 +83,7 @@ def summary_lines(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     rows = [(label, format_mean_se(summary[key]["mean"], summary[key]["se"])) for key, label in SUMMARY_ROWS
             if key in summary]
     rows.append(("diverged runs (NaN/Inf; not in the means)", str(summary["diverged"])))
-    rows.append((f"runaway runs (an update's KL > {DIAGNOSIS_DEFAULTS['runaway_kl_above']:g})",
+    rows.append((f"runaway runs (an update's KL > {diagnosis.DIAGNOSIS_DEFAULTS['runaway_kl_above']:g})",
                  str(summary["runaway"])))
     rows.append(("steps per second", f"{summary['steps_per_second']:,.0f}"))
     rows.append(("compile time", f"{summary['compile_seconds']:.1f} s"))
@@ -262,11 +259,11 @@ def sweep_summary(result) -> list[dict[str, Any]]:
         for name, values in (("train_return", final), ("eval_return", evals["deterministic"]),
                              ("eval_return_stochastic", evals["stochastic"]), ("mean_kl", per_seed["mean_kl_k3"]),
                              ("clip_fraction_last_epoch", per_seed["last_epoch_clip_fraction"])):
-            row[name], row[name + "_se"] = mean_se(values)
+            row[name], row[name + "_se"] = stats.mean_se(values)
         row["max_kl_worst_seed"] = float(max(stats.finite(per_seed["max_update_kl"]), default=math.nan))
-        row["iqm_return"], row["iqm_ci_low"], row["iqm_ci_high"] = interquartile_mean(final)
+        row["iqm_return"], row["iqm_ci_low"], row["iqm_ci_high"] = stats.interquartile_mean(final)
         row["clip_fraction_by_epoch"] = [float(v) for v in clip_by_epoch]
-        row["diagnosis"] = diagnose(clip_by_epoch, result.spec.diagnosis, row["max_kl_worst_seed"])
+        row["diagnosis"] = diagnosis.diagnose(clip_by_epoch, result.spec.diagnosis, row["max_kl_worst_seed"])
         if result.spec.threshold is not None:
             row["seeds_at_threshold"] = int(np.sum(final >= result.spec.threshold))
         rows.append(row)
@@ -277,7 +274,7 @@ def sweep_summary(result) -> list[dict[str, Any]]:
         for i, (row, final) in enumerate(zip(rows, finals)):
             row["best"] = i == best
             row["indistinguishable_from_best"] = indistinguishable[i]
-            row["p_beats_best"] = probability_of_improvement(final, finals[best])
+            row["p_beats_best"] = stats.probability_of_improvement(final, finals[best])
     return rows
 
 

@@ -23,11 +23,11 @@ if __name__ == "__main__":
     for name, values in CASES.items():
         cfg = ppo.make_config(values)
         res = jax.jit(ppo.make_train(cfg, eval_episodes=4))(jax.random.PRNGKey(3))
-        for path, leaf in jax.tree_util.tree_leaves_with_path(res.runner_state.params):
+        for path, leaf in jax.tree_util.tree_leaves_with_path(res.state.params):
             out[f"{name}/params{jax.tree_util.keystr(path)}"] = np.asarray(leaf)
         for k, v in res.metrics.items():
             out[f"{name}/metrics/{k}"] = np.asarray(v)
         for k, v in res.evaluation.items():
             out[f"{name}/evaluation/{k}"] = np.asarray(v)
-        out[f"{name}/key"] = np.asarray(res.runner_state.key)
+        out[f"{name}/key"] = np.asarray(res.state.key)
     np.savez_compressed("tests/data/train_reference.npz", **out)
