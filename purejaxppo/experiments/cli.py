@@ -6,7 +6,6 @@
     purejaxppo sweep --resume DIR
     purejaxppo eval DIR [--episodes 100] [--seed S] [--stochastic] [--step N] [--json] [--render F.html]
     purejaxppo configs                                                  (the shipped configs, usable by name)
-    purejaxppo bench [--quick] [...]                                    (the timing suite, from a checkout)
     (train, sweep and eval reuse compiled programs from a persistent cache; --no-cache: not)
     purejaxppo --version
 
@@ -131,10 +130,6 @@ def _parser() -> argparse.ArgumentParser:
                           help="Brax envs: also write an HTML replay of one episode of run 0 (a new file)")
     _add_cache_option(evaluate)
     sub.add_parser("configs", help="list the shipped configs (use them by name: purejaxppo train cartpole)")
-    bench = sub.add_parser("bench", help="the timing suite (from a checkout of the repository): "
-                                         "purejaxppo bench --quick; purejaxppo bench --help for its options",
-                           add_help=False)
-    bench.add_argument("options", nargs=argparse.REMAINDER, help="passed to benchmarks/suite.py")  # see main
     return parser
 
 
@@ -145,19 +140,6 @@ def _source(text: str | None) -> str | None:
         return text
     shipped = configs.find(text)
     return str(shipped) if shipped is not None else text
-
-
-def bench_command(options: list[str]) -> int:
-    """The timing suite lives in the repository's benchmarks/ folder, beside the package
-    (a wheel does not carry it)."""
-    root = Path(__file__).resolve().parents[2]
-    if not (root / "benchmarks" / "suite.py").is_file():
-        raise UsageError("purejaxppo bench runs the timing suite in the repository's benchmarks/ folder, which "
-                         "this install does not have: clone the repository, pip install -e it, and run it there")
-    sys.path.insert(0, str(root))
-    from benchmarks import suite
-
-    return suite.main(options)
 
 
 def configs_command() -> int:
@@ -450,12 +432,6 @@ def main(argv=None) -> int:
 
     use_all_cpu_cores()  # seeds spread over the cores; before JAX starts its backend
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["bench"]:  # every option, --help too, is the suite's
-        try:
-            return bench_command(argv[1:])
-        except UsageError as error:
-            print(f"purejaxppo: error: {error}", file=sys.stderr)
-            return 2
     args = _parser().parse_args(argv)
     init_distributed_from_env()  # several processes: each computes its shard, process 0 writes
     if not getattr(args, "no_cache", True):
