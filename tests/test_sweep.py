@@ -40,6 +40,40 @@ def test_sweep_run_equals_single_run(study):
 
 
 @pytest.mark.slow
+def test_results_stay_stacked_and_a_run_is_a_slice(study):
+    base, spec, result = study
+    # two run sets (1 and 3 epochs scanned) in one program; each keeps its runs stacked
+    assert sorted(s.config.max_epochs for s in result.run_sets) == [1, 3]
+    assert sorted(k for s in result.run_sets for k in s.runs) == list(range(16))
+    for s in result.run_sets:
+        assert result.outputs[s.name].metrics["episode_return"].shape == (len(s.runs), base.num_updates)
+    for i in range(len(result.points)):
+        point = result.point(i)
+        assert point.metrics["episode_return"].shape == (spec.seeds, base.num_updates)
+        assert any(np.shares_memory(point.metrics["episode_return"], out.metrics["episode_return"])
+                   for out in result.outputs.values())  # a view of the run set's arrays, not a copy
+        for seed, k in enumerate(result.point_runs(i)):
+            run = result.run(k)
+            chex.assert_trees_all_equal(run, jax.tree.map(lambda x: x[seed], point))
+            chex.assert_trees_all_equal(result.states[k], run.state)
+            chex.assert_trees_all_equal(result.metrics[k], run.metrics)
+            chex.assert_trees_all_equal(result.evaluation[k], run.evaluation)
+    assert len(result.metrics) == 16 and len(list(result.evaluation)) == 16 and len(result.states[14:]) == 2
+    chex.assert_trees_all_equal(result.run(-1), result.run(15))
+    with pytest.raises(IndexError):
+        result.run(16)
+    # the table reads the stacked runs: a point's train return is the mean of its seeds' last returns
+    from purejaxppo.experiments import report
+
+    rows = report.sweep_summary(result)
+    for i, row in enumerate(rows):
+        finals = [result.run(k).metrics["episode_return"][-1] for k in result.point_runs(i)]
+        evals = [np.mean(result.run(k).evaluation["deterministic"]) for k in result.point_runs(i)]
+        assert row["train_return"] == pytest.approx(np.nanmean(finals), rel=1e-6)
+        assert row["eval_return"] == pytest.approx(np.mean(evals), rel=1e-6)
+
+
+@pytest.mark.slow
 def test_chunked_equals_unchunked(study):
     base, spec, result = study
     chunked = sweep(base, spec=spec, first_seed=4, max_parallel=3)

@@ -347,12 +347,11 @@ def run_command(args) -> int:
 
 def _write_train_results(folder, base, spec, result, console) -> list[str]:
     seeds = [run["seed"] for run in result.runs]
-    metrics = {name: np.stack([m[name] for m in result.metrics]) for name in result.metrics[0]}
-    evaluation = {name: np.stack([e[name] for e in result.evaluation]) for name in result.evaluation[0]}
-    summary = report.summarize(metrics, steps_per_run=base.num_updates * base.batch_size,
+    runs = result.point(0)  # a train run is one point: its seeds, stacked
+    summary = report.summarize(runs.metrics, steps_per_run=base.num_updates * base.batch_size,
                                run_seconds=result.run_seconds, compile_seconds=result.compile_seconds,
-                               evaluation=evaluation, diverged=result.diverged)
-    failed = report.write_run_folder(folder, base.to_dict(), metrics, summary, base.batch_size, seeds)
+                               evaluation=runs.evaluation, diverged=result.diverged)
+    failed = report.write_run_folder(folder, base.to_dict(), runs.metrics, summary, base.batch_size, seeds)
     table = Table(title=f"{base.env}, mean ± s.e. over {len(seeds)} seed(s)")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -367,7 +366,7 @@ def _write_sweep_results(folder, base, spec, result, console) -> list[str]:
     rows = report.sweep_summary(result)
     failed = report.write_sweep_folder(folder, result, rows)
     print(report.sweep_markdown(rows, swept_keys(result), spec.threshold), flush=True)
-    steps = sum(result.batch_sizes[k] * len(m["episode_return"]) for k, m in enumerate(result.metrics))
+    steps = spec.seeds * sum(cfg.num_updates * cfg.batch_size for cfg in result.configs)
     console.print(f"{steps / result.run_seconds:,.0f} steps/s over all runs; "
                   f"diverged runs: {int(np.sum(result.diverged))}")
     return failed

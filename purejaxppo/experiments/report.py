@@ -54,7 +54,8 @@ def summarize(metrics: Mapping[str, np.ndarray], *, steps_per_run: int, run_seco
     runaway = per_seed["max_update_kl"][ok] > diagnosis.DIAGNOSIS_DEFAULTS["runaway_kl_above"]
     clip_by_epoch = stats.mean_by_epoch(np.asarray(metrics["clip_fraction"])[ok])
     summary: dict[str, Any] = {"seeds": seeds, "diverged": int(seeds - ok.sum()), "runaway": int(runaway.sum()),
-                               "diagnosis": diagnosis.diagnose(clip_by_epoch, max_kl=float(max(max_kl, default=math.nan)))}
+                               "diagnosis": diagnosis.diagnose(clip_by_epoch,
+                                                               max_kl=float(max(max_kl, default=math.nan)))}
     for name in ("final_return", "eval_return", "eval_return_stochastic", "mean_kl_k3", "last_epoch_clip_fraction",
                  "explained_variance", "epochs_run"):
         if name not in per_seed:
@@ -234,7 +235,12 @@ def write_run_folder(folder: Path, config: Mapping[str, Any], metrics: Mapping[s
 # --------------------------------------------------------------------------------------
 # Sweeps
 # --------------------------------------------------------------------------------------
-PER_RUN_METRICS = ("episode_return", "kl_k3", "clip_fraction", "epochs_run", "explained_variance")  # stats.per_run's
+def kept_runs(result, point: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(metrics, evaluation) of point `point`'s runs that did not diverge, stacked: [runs, ...]."""
+    ok = ~result.diverged[result.point_runs(point)]
+    stacked = result.point(point)
+    return ({name: value[ok] for name, value in stacked.metrics.items()},
+            {mode: value[ok] for mode, value in stacked.evaluation.items()})
 
 
 def sweep_summary(result) -> list[dict[str, Any]]:
@@ -242,20 +248,21 @@ def sweep_summary(result) -> list[dict[str, Any]]:
     rows = []
     finals: list[np.ndarray] = []
     for i, point in enumerate(result.points):
-        members = list(result.point_runs(i))
-        ok = [k for k in members if not result.diverged[k]]
+        metrics, evaluation = kept_runs(result, i)
+        ok = len(metrics["episode_return"])
         if ok:
-            per_seed = stats.per_run({name: np.stack([result.metrics[k][name] for k in ok])
-                                      for name in PER_RUN_METRICS})
-            clip_by_epoch = stats.mean_by_epoch(np.stack([result.metrics[k]["clip_fraction"] for k in ok]))
+            per_seed = stats.per_run(metrics)
+            clip_by_epoch = stats.mean_by_epoch(metrics["clip_fraction"])
         else:
             per_seed = {name: np.array([]) for name in ("final_return", "mean_kl_k3", "max_update_kl",
                                                         "last_epoch_clip_fraction")}
             clip_by_epoch = np.array([])
         final = np.asarray(per_seed["final_return"], np.float64)
-        evals = {mode: [np.nanmean(result.evaluation[k][mode]) for k in ok if mode in result.evaluation[k]]
-                 for mode in ("deterministic", "stochastic")}
-        row = {**point, "seeds": len(members), "diverged": len(members) - len(ok)}
+        with stats.quiet_nan_warnings():
+            evals = {mode: np.nanmean(evaluation[mode], axis=1) if mode in evaluation else []
+                     for mode in ("deterministic", "stochastic")}
+        seeds = len(result.point_runs(i))
+        row = {**point, "seeds": seeds, "diverged": seeds - ok}
         for name, values in (("train_return", final), ("eval_return", evals["deterministic"]),
                              ("eval_return_stochastic", evals["stochastic"]), ("mean_kl", per_seed["mean_kl_k3"]),
                              ("clip_fraction_last_epoch", per_seed["last_epoch_clip_fraction"])):
@@ -319,22 +326,23 @@ def write_sweep_folder(folder: Path, result, rows: list[dict]) -> list[str]:
     the base config and spec, is written when the sweep starts). Returns a line per file
     that could not be written."""
     swept = swept_keys(result)
-    # static groups may scan different numbers of epochs: pad per-epoch columns with NaN
-    max_epochs = max(m["clip_fraction"].shape[-1] for m in result.metrics)
+    # run sets may scan different numbers of epochs: pad per-epoch columns ([runs, updates, epochs]) with NaN
+    max_epochs = max(out.metrics["clip_fraction"].shape[-1] for out in result.outputs.values())
 
     def padded(name, value):
-        if value.ndim != 2 or name == "clip_cases":
+        if value.ndim != 3 or name == "clip_cases":
             return value
-        return np.pad(value, ((0, 0), (0, max_epochs - value.shape[1])), constant_values=np.nan)
+        return np.pad(value, ((0, 0), (0, 0), (0, max_epochs - value.shape[2])), constant_values=np.nan)
 
     def metrics_csv():
         lines = []
-        for k, run in enumerate(result.runs):
-            label = {"point": run["point"], **{key: show_value(run.get(key, "")) for key in swept},
-                     "seed": run["seed"], "diverged": int(result.diverged[k])}
-            header, rows_k = metric_rows({n: padded(n, v)[None] for n, v in result.metrics[k].items()},
-                                         result.batch_sizes[k], [label])
-            lines += ([header] if k == 0 else []) + rows_k
+        for i in range(len(result.points)):
+            labels = [{"point": i, **{key: show_value(result.runs[k].get(key, "")) for key in swept},
+                       "seed": result.runs[k]["seed"], "diverged": int(result.diverged[k])}
+                      for k in result.point_runs(i)]
+            header, rows_i = metric_rows({n: padded(n, v) for n, v in result.point(i).metrics.items()},
+                                         result.configs[i].batch_size, labels)
+            lines += ([header] if i == 0 else []) + rows_i
         return _csv_text(lines)
 
     def summary_csv():
@@ -400,10 +408,9 @@ def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, C
     def learning_curves():
         fig, ax = plt.subplots(figsize=(8, 5))
         for i, point in enumerate(result.points):
-            ok = [k for k in result.point_runs(i) if not result.diverged[k]]
-            if ok:
-                curves = np.stack([result.metrics[k]["episode_return"] for k in ok])
-                _band(ax, np.arange(1, curves.shape[1] + 1) * result.batch_sizes[ok[0]], curves, label(point),
+            curves = kept_runs(result, i)[0]["episode_return"]
+            if len(curves):
+                _band(ax, np.arange(1, curves.shape[1] + 1) * result.configs[i].batch_size, curves, label(point),
                       lw=1.2)
         return _finish(fig, ax, 7, xlabel="environment steps", ylabel="episode return (mean ± s.e. over seeds)",
                        title=f"{result.base.env}: learning curves")
@@ -417,11 +424,10 @@ def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, C
                        ylabel="clip fraction (mean over updates and seeds)", title="How much each epoch is clipped")
 
     def heatmap(name, title):
-        values = []
+        values = []  # per point, each kept run's number
         for i in range(len(result.points)):
-            ok = [k for k in result.point_runs(i) if not result.diverged[k]]
-            values.append(stats.per_run({m: np.stack([result.metrics[k][m] for k in ok]) for m in PER_RUN_METRICS})[name]
-                          if ok else np.array([]))
+            metrics = kept_runs(result, i)[0]
+            values.append(stats.per_run(metrics)[name] if len(metrics["episode_return"]) else [])
         a, b = swept[0], swept[1]
         xs, ys, grid = heatmap_grid(result.points, values, a, b)
         fig, ax = plt.subplots(figsize=(1.3 * len(xs) + 2.5, 0.9 * len(ys) + 2))
