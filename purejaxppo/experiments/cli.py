@@ -23,7 +23,6 @@ import json
 import os
 import shlex
 import sys
-import time
 from pathlib import Path
 
 import jax
@@ -34,9 +33,9 @@ from rich.table import Table
 
 from purejaxppo import __version__, configs
 from purejaxppo.experiments import compile_cache, replay, report
-from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints, evaluate_folder, load
-from purejaxppo.config import ConfigError, PPOConfig, load_config, make_config, parse_override, text_table
+from purejaxppo.config import ConfigError, load_config, make_config, parse_override, text_table
 from purejaxppo.errors import NO_VALUE, UsageError
+from purejaxppo.experiments.folder import RunFolder, write_new
 from purejaxppo.experiments.live import LiveLog, check_wandb
 from purejaxppo.experiments.parallel import init_distributed_from_env, is_writer, use_all_cpu_cores
 from purejaxppo.experiments.stats import mean_se
@@ -151,32 +150,6 @@ def configs_command() -> int:
     return 0
 
 
-# --------------------------------------------------------------------------------------
-# Run folders
-# --------------------------------------------------------------------------------------
-def _claim_folder(out: str | None, stem_name: str) -> Path:
-    """Create the run folder now, before compiling, so that a folder that cannot be
-    written is refused before any work, and two runs never share one."""
-    if out is not None:
-        folder = Path(out)
-        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-            raise ConfigError("--out", out, "exists and is not an empty folder; "
-                              "choose another so no earlier results are overwritten")
-        candidates = [folder]
-    else:
-        stem = Path("runs") / f"{stem_name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        candidates = [stem] + [stem.with_name(f"{stem.name}-{n}") for n in range(2, 1000)]
-    for folder in candidates:
-        try:
-            folder.mkdir(parents=True, exist_ok=out is not None)
-            return folder
-        except FileExistsError:
-            continue
-        except OSError as error:
-            raise ConfigError("--out", str(folder), f"cannot be created: {error.strerror}") from None
-    raise ConfigError("--out", str(candidates[0]), "no free folder name")
-
-
 def _check_counts(args) -> None:
     for option, value in (("--seeds", args.seeds), ("--max-parallel", args.max_parallel),
                           ("--checkpoint-every", args.checkpoint_every), ("--keep", args.keep),
@@ -222,65 +195,34 @@ def _asked(args, saved: dict | None = None):
     return meta, base, spec
 
 
-def _flat(meta: dict) -> dict:
-    """A run's settings as one flat mapping, to name each one that changed."""
-    return {**meta["config"], **{f"sweep.{k}": v for k, v in meta["spec"].items()},
-            **{k: v for k, v in meta.items() if k not in ("config", "spec")}}
-
-
 def _start(args):
-    """-> (meta, base config, spec, resuming): a new run's, or the run in --resume DIR's
-    (what the command line restates must be what it was started with)."""
+    """-> (meta, base config, spec, the folder to resume or None): a new run's, or the run in
+    --resume DIR's (what the command line restates must be what it was started with)."""
     _check_counts(args)
     if args.resume is None:
-        return (*_asked(args), False)
-    folder = Path(args.resume)
-    if not folder.is_dir():
-        raise ConfigError("--resume", args.resume, "is not a folder")
-    saved = Checkpoints(folder / "checkpoints", create=False).meta()
-    saved = {k: saved[k] for k in ("command", "config", "spec", "first_seed", "checkpoint_every", "max_parallel",
-                                   "keep")}
-    saved["config"] = {**PPOConfig().to_dict(), **saved["config"]}  # a key added since: the run had its default
-    if saved["command"] != args.command:
-        raise CheckpointError(f"{folder} holds a {saved['command']} run: resume it with "
-                              f"purejaxppo {saved['command']} --resume {folder}")
+        return (*_asked(args), None)
+    folder, saved = RunFolder.to_resume(args.resume, args.command)
     meta, base, spec = _asked(args, saved)
-    before, now = _flat(saved), _flat(meta)
-    changed = [f"{key} {before.get(key)!r} -> {now.get(key)!r}" for key in sorted(set(before) | set(now))
-               if before.get(key) != now.get(key)]
-    if changed:
-        raise ConfigError("--resume", args.resume, "the run was started with other settings; a resumed run "
-                          f"must be the same run: {'; '.join(changed)}")
-    if (folder / "summary.md").exists():
-        raise ConfigError("--resume", args.resume, "is a finished run (it has summary.md): nothing to resume; "
-                          f"evaluate it with: purejaxppo eval {folder}")
-    return meta, base, spec, True
+    folder.check_resume(saved, meta)
+    return meta, base, spec, folder
 
 
 def run_command(args) -> int:
-    meta, base, spec, resuming = _start(args)
+    meta, base, spec, folder = _start(args)
+    resuming = folder is not None
     if args.wandb:
         check_wandb()
 
     writer = is_writer()  # several processes: each computes its shard, process 0 writes
     if resuming and jax.process_count() > 1:
         raise ConfigError("--resume", args.resume, "resuming is not supported with several processes yet")
-    if resuming:
-        folder = Path(args.resume)
-    elif writer:
-        train = args.command == "train"
-        folder = _claim_folder(args.out, f"{'' if train else 'sweep-'}{base.env}")
-        config_file = folder / ("config.yaml" if train else "sweep.yaml")
-        try:
-            report.write_new(config_file, report.config_yaml(base.to_dict(), None if train else spec))
-        except OSError as error:
-            raise ConfigError("--out", str(folder), f"cannot write {config_file.name}: {error.strerror}") from None
-    else:
-        folder = None
+    if not resuming and writer:
+        folder = RunFolder.claim(args.out, args.command, base.env)
+        folder.write_config(base, spec)
 
     console = Console()
     resume_command = f"purejaxppo {args.command} --resume {shlex.quote(str(folder))}"
-    checkpoints = Checkpoints(folder / "checkpoints", keep=meta["keep"]) if writer else None
+    checkpoints = folder.checkpoints(keep=meta["keep"]) if writer else None
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as bar:
@@ -305,7 +247,7 @@ def run_command(args) -> int:
                 text += f" · {record['steps_per_second']:,.0f} steps/s"
             bar.update(task, completed=record["update"], description=text or "training")
 
-        live = LiveLog(folder if writer else None, on_record=show, tensorboard=args.tensorboard,
+        live = LiveLog(folder.path if writer else None, on_record=show, tensorboard=args.tensorboard,
                        wandb_project=args.wandb if writer else None, wandb_config=meta)
 
         def on_group(g, n_groups, group, group_runs):
@@ -351,7 +293,7 @@ def _write_train_results(folder, base, spec, result, console) -> list[str]:
     summary = report.summarize(runs.metrics, steps_per_run=base.num_updates * base.batch_size,
                                run_seconds=result.run_seconds, compile_seconds=result.compile_seconds,
                                evaluation=runs.evaluation, diverged=result.diverged)
-    failed = report.write_run_folder(folder, base.to_dict(), runs.metrics, summary, base.batch_size, seeds)
+    failed = folder.write_run_results(base, runs.metrics, summary, seeds)
     table = Table(title=f"{base.env}, mean ± s.e. over {len(seeds)} seed(s)")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -363,9 +305,9 @@ def _write_train_results(folder, base, spec, result, console) -> list[str]:
 
 
 def _write_sweep_results(folder, base, spec, result, console) -> list[str]:
-    rows = report.sweep_summary(result)
-    failed = report.write_sweep_folder(folder, result, rows)
-    print(report.sweep_markdown(rows, swept_keys(result), spec.threshold), flush=True)
+    rows, swept = report.sweep_summary(result), swept_keys(result)
+    failed = folder.write_sweep_results(result, rows, swept)
+    print(report.sweep_markdown(rows, swept, spec.threshold), flush=True)
     steps = spec.seeds * sum(cfg.num_updates * cfg.batch_size for cfg in result.configs)
     console.print(f"{steps / result.run_seconds:,.0f} steps/s over all runs; "
                   f"diverged runs: {int(np.sum(result.diverged))}")
@@ -381,8 +323,8 @@ def eval_command(args) -> int:
     if args.render and Path(args.render).exists():
         raise ConfigError("--render", args.render, "exists: replays never replace a file")
 
-    runs = evaluate_folder(args.folder, episodes=args.episodes, seed=args.seed,
-                           deterministic=not args.stochastic, step=args.step)
+    runs = RunFolder(args.folder).evaluate(episodes=args.episodes, seed=args.seed,
+                                           deterministic=not args.stochastic, step=args.step)
 
     pooled = np.concatenate([run["returns"] for run in runs])
     mean, se = mean_se(pooled)
@@ -412,9 +354,9 @@ def eval_command(args) -> int:
 def _render(args) -> dict:
     """Write the replay of one episode of run 0 (refusing to replace a file)."""
     path = Path(args.render)
-    cfg, state = load(args.folder, step=args.step, run=0)
+    cfg, state = RunFolder(args.folder).load(step=args.step, run=0)
     html, total, steps = replay.render(cfg, state, jax.random.PRNGKey(args.seed), not args.stochastic)
-    report.write_new(path, html)
+    write_new(path, html)
     if not args.json:
         print(f"replay of run 0 ({steps} steps, return {total:.4g}): {path}")
     return {"path": str(path), "return": total, "steps": steps}

@@ -1,7 +1,8 @@
 """Tables, summaries, CSV files and plots of several seeds' metrics (host side, numpy).
 
 The numbers come from purejaxppo.experiments.stats and the clip-fraction reading from
-purejaxppo.experiments.diagnosis; this module only picks metrics out of results, formats and writes.
+purejaxppo.experiments.diagnosis; this module only picks metrics out of results and formats
+them: pure functions returning text or bytes. purejaxppo.experiments.folder writes them.
 """
 
 from __future__ import annotations
@@ -11,15 +12,12 @@ import dataclasses
 import io
 import json
 import math
-import os
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 import yaml
 
 from purejaxppo.experiments import diagnosis, stats
-from purejaxppo.experiments.sweep import swept_keys
 
 CLIP_CASE_NAMES = [f"clip_cases_{sign}_{region}" for sign in ("adv_pos", "adv_neg")
                    for region in ("inside", "above", "below")]
@@ -163,21 +161,6 @@ def plot_learning_curve(metrics: Mapping[str, np.ndarray], batch_size: int, titl
     return _finish(fig, ax, xlabel="environment steps", ylabel="episode return", title=title)
 
 
-def write_new(path: Path, data: str | bytes) -> None:
-    """Write a file that must not exist yet, atomically: the data goes to a temporary name
-    in the same folder, which is then hard-linked to `path`. The link fails if `path`
-    exists (FileExistsError: nothing is replaced), and a reader never sees half a file."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "xb" if isinstance(data, bytes) else "x", **({} if isinstance(data, bytes) else
-                                                                      {"encoding": "utf-8"})) as f:
-            f.write(data)
-        os.link(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def _figure_bytes(fig, dpi: int) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi)
@@ -191,45 +174,22 @@ def _csv_text(rows) -> str:
     return buffer.getvalue()
 
 
-def write_artefacts(folder: Path, artefacts: list[tuple[str, Callable[[], str | bytes]]]) -> list[str]:
-    """Write each (file name, function making its contents) as a new file, one after the
-    other; a failure (disk full, a plot that cannot be drawn, a file that appeared in the
-    meantime) leaves the others. Returns one line per file that failed, naming it and why."""
-    failed = []
-    for name, make in artefacts:
-        try:
-            write_new(folder / name, make())
-        except Exception as error:  # noqa: BLE001 -- any failure of one artefact must spare the others
-            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-            failed.append(f"{name}: {type(error).__name__}: {reason}")
-    return failed
-
-
-def config_yaml(config: Mapping[str, Any], spec=None) -> str:
-    """A run's resolved config (config.yaml), or a sweep's base config and spec (sweep.yaml)."""
-    values = dict(config)
-    if spec is not None:
-        values["sweep"] = spec_dict(spec)
-    return yaml.safe_dump(values, sort_keys=False)
-
-
 def spec_dict(spec) -> dict[str, Any]:
     """A SweepSpec as plain YAML/JSON values (it reloads with sweep.make_spec)."""
     return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in dataclasses.asdict(spec).items()}
 
 
-def write_run_folder(folder: Path, config: Mapping[str, Any], metrics: Mapping[str, np.ndarray],
-                     summary: Mapping[str, Any], batch_size: int, seeds: list[int]) -> list[str]:
-    """metrics.csv, summary.json, summary.md, learning_curve.png, each written whole or not
-    at all and independently of the others (config.yaml is written when the run starts).
-    Returns a line per file that could not be written (`write_artefacts`)."""
-    header, rows = metric_rows(metrics, batch_size, [{"seed": s} for s in seeds])
-    return write_artefacts(folder, [
+def run_artefacts(config, metrics: Mapping[str, np.ndarray], summary: Mapping[str, Any],
+                  seeds: list[int]) -> list[tuple[str, Callable[[], str | bytes]]]:
+    """(file name, function making its contents) for a run's results: metrics.csv,
+    summary.json, summary.md, learning_curve.png (`config`: the run's PPOConfig)."""
+    header, rows = metric_rows(metrics, config.batch_size, [{"seed": s} for s in seeds])
+    return [
         ("metrics.csv", lambda: _csv_text([header, *rows])),
         ("summary.json", lambda: json.dumps({**summary, "seed_values": seeds}, indent=2)),
         ("summary.md", lambda: summary_markdown(summary)),
-        ("learning_curve.png", lambda: plot_learning_curve(metrics, batch_size, str(config.get("env", "")))),
-    ])
+        ("learning_curve.png", lambda: plot_learning_curve(metrics, config.batch_size, config.env)),
+    ]
 
 
 # --------------------------------------------------------------------------------------
@@ -320,12 +280,10 @@ def sweep_markdown(rows: list[dict], swept: list[str], threshold=None) -> str:
     return "\n".join(lines) + "\n" + note + "\n".join(diagnoses) + "\n"
 
 
-def write_sweep_folder(folder: Path, result, rows: list[dict]) -> list[str]:
-    """metrics.csv (a row per run per update), summary.md / summary.csv (a row per point),
-    the plots; each written whole or not at all and independently of the others (sweep.yaml,
-    the base config and spec, is written when the sweep starts). Returns a line per file
-    that could not be written."""
-    swept = swept_keys(result)
+def sweep_artefacts(result, rows: list[dict], swept: list[str]) -> list[tuple[str, Callable[[], str | bytes]]]:
+    """(file name, function making its contents) for a sweep's results: metrics.csv (a row per
+    run per update), summary.md / summary.csv (a row per point, `rows` of `sweep_summary`), the
+    plots (`sweep_plots`); `swept`: the swept keys (sweep.swept_keys)."""
     # run sets may scan different numbers of epochs: pad per-epoch columns ([runs, updates, epochs]) with NaN
     max_epochs = max(out.metrics["clip_fraction"].shape[-1] for out in result.outputs.values())
 
@@ -351,12 +309,12 @@ def write_sweep_folder(folder: Path, result, rows: list[dict]) -> list[str]:
             [";".join(f"{v:.4g}" for v in row[c]) if c == "clip_fraction_by_epoch"
              else show_value(row[c]) if c in swept else row.get(c, "") for c in columns] for row in rows])
 
-    return write_artefacts(folder, [
+    return [
         ("metrics.csv", metrics_csv),
         ("summary.md", lambda: sweep_markdown(rows, swept, result.spec.threshold)),
         ("summary.csv", summary_csv),
         *sweep_plots(result, rows, swept),
-    ])
+    ]
 
 
 def show_value(value) -> str:
