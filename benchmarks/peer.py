@@ -54,7 +54,7 @@ def jitted(train, seeds: int, ours: bool = True):
     options, a peer's with XLA's defaults); execute() runs it, blocking."""
     import jax
 
-    from benchmarks.suite import compile_timed  # the suite's one timing helper (PYTHONPATH has this repo)
+    from benchmarks.harness import compile_timed  # the suite's one timing helper (PYTHONPATH has this repo)
 
     keys = jax.random.split(jax.random.PRNGKey(0), seeds)
     compiled, compile_s = compile_timed(jax.vmap(train), keys, ours=ours)
@@ -72,7 +72,7 @@ def ours_config(s: dict):
 
 
 def ours_return(out) -> float:
-    from benchmarks.suite_cases import final_return  # the suite's one reading of a run's final return
+    from benchmarks.cases import final_return  # the suite's one reading of a run's final return
 
     return final_return(out)
 

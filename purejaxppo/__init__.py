@@ -1,16 +1,36 @@
-"""purejaxppo: end-to-end JAX-compiled PPO on accelerator-native environments."""
+"""purejaxppo: end-to-end JAX-compiled PPO on accelerator-native environments.
+
+`load`, `sweep` and `SweepResult` belong to the experiment side (purejaxppo.experiments):
+they are imported the first time they are asked for, so importing the core
+(`import purejaxppo.gae`, `purejaxppo.train`, ...) loads no experiment module."""
+
+import importlib
 
 from purejaxppo import distributions, losses
 from purejaxppo.compiler import compiler_options
 from purejaxppo.config import ConfigError, HParams, PPOConfig, check_config, load_config, make_config
 from purejaxppo.envs import make_env
 from purejaxppo.gae import gae
-from purejaxppo.train import Learner, LearnerState, RunnerState, TrainResult, make_policy, make_train
-from purejaxppo.experiments.checkpoint import load
-from purejaxppo.experiments.sweep import SweepResult, sweep  # noqa: E402  (the function shadows the module name)
+from purejaxppo.train import Learner, LearnerState, TrainResult, make_policy, make_train
 
 __version__ = "0.4.0"
 
-__all__ = ["ConfigError", "HParams", "check_config", "Learner", "LearnerState", "PPOConfig", "RunnerState", "SweepResult",
+# name -> the experiment-side module that defines it
+_LAZY = {"load": "purejaxppo.experiments.folder", "sweep": "purejaxppo.experiments.sweep",
+         "SweepResult": "purejaxppo.experiments.sweep"}
+
+__all__ = ["ConfigError", "HParams", "check_config", "Learner", "LearnerState", "PPOConfig", "SweepResult",
            "TrainResult", "compiler_options", "distributions", "gae", "load", "load_config", "losses", "make_config",
            "make_env", "make_policy", "make_train", "sweep"]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'purejaxppo' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value  # asked once: later lookups find it without this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

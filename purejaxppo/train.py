@@ -74,18 +74,12 @@ class LearnerState:
     last_episode_length: jnp.ndarray
 
 
-RunnerState = LearnerState  # its name before 0.2
-
 
 @pytree.dataclass
 class TrainResult:
     state: LearnerState
     metrics: dict  # name -> [num_updates, ...]; see docs/metrics.md
     evaluation: dict  # final policy on fresh episodes: {"deterministic", "stochastic"} -> [episodes]
-
-    @property
-    def runner_state(self) -> LearnerState:  # its name before 0.2
-        return self.state
 
 
 def make_optimizer(max_grad_norm, learning_rate) -> optax.GradientTransformation:

@@ -1,13 +1,18 @@
-"""The benchmark suite's own logic (benchmarks/suite.py), with fake contenders: no JAX compile."""
+"""The benchmark suite's own logic (the harness, benchmarks/harness.py), with fake contenders: no JAX
+compile; and its entry, `python -m benchmarks`, running the cases listed in benchmarks/cases.py."""
 
 from __future__ import annotations
 
+import ast
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from benchmarks import suite
-from benchmarks.suite import Case, Contender, Group, Prepared, Skip
+from benchmarks import harness as suite
+from benchmarks.harness import Case, Contender, Group, Prepared, Skip
 
 
 def test_median_range():
@@ -111,29 +116,28 @@ def test_missing_baseline_gives_no_ratio():
     assert all("speed_vs_baseline" not in c for c in out["cells"])
 
 
-def test_registry_and_results_files(tmp_path):
-    registry = {}
+def test_cases_and_results_files(tmp_path):
     clock = FakeClock()
 
     def groups(sizes):
         calls = []
         return [fake_group(clock, calls, {"A": [1.0] * sizes["n"], "B": [2.0] * sizes["n"]}, extra=("skip",))]
 
-    case = suite.register(Case("fake", "a fake case", {"quick": {"n": 2}, "full": {"n": 3}}, groups,
-                               summarize=lambda r: "SUMMARY LINE"), registry)
-    with pytest.raises(ValueError):
-        suite.register(case, registry)
+    case = Case("fake", "a fake case", {"quick": {"n": 2}, "full": {"n": 3}}, groups,
+                summarize=lambda r: "SUMMARY LINE")
+    with pytest.raises(ValueError, match="two cases are named 'fake'"):
+        suite.by_name([case, case])
     result = suite.run_case(case, mode="quick", rounds=2, warmup=0, log=lambda m: None, clock=clock,
                             load=lambda: 0.0, cores=2)
     assert result["sizes"] == {"n": 2}
     result["summary"] = suite.summary_for(case, result)
-    run = {"command": "python -m benchmarks.suite --quick", "date": "2026-01-02",
+    run = {"command": "python -m benchmarks --quick", "date": "2026-01-02",
            "started": "2026-01-02 00:00:00", "finished": "2026-01-02 00:01:00", "wall_s": 60.0,
            "machine": {"cpu": "Fake CPU", "cores": 2, "os": "test", "backend": "cpu", "devices": 1,
                        "device_kind": "cpu", "hardware": "cpu2"},
            "versions": {"jax": "0.0", "purejaxppo": "0.0"}, "quick": True, "rounds": 2, "warmup": 0,
            "notes": [], "cases": [result]}
-    paths = suite.write_results(run, tmp_path, registry, plots=False)
+    paths = suite.write_results(run, tmp_path, [case], plots=False)
     assert paths["md"] == tmp_path / "2026-01-02-cpu2-suite-quick.md"
     assert paths["json"] == tmp_path / "2026-01-02-cpu2-suite-quick.json"
     md = paths["md"].read_text()
@@ -146,10 +150,10 @@ def test_registry_and_results_files(tmp_path):
 
 
 def test_cli_rejects_too_few_rounds_and_unknown_cases(tmp_path, capsys):
-    registry = {"x": Case("x", "x", {"quick": {}, "full": {}}, lambda s: [])}
-    assert suite.main(["--rounds", "2", "--out", str(tmp_path)], registry) == 2
-    assert suite.main(["--quick", "--rounds", "1", "--out", str(tmp_path)], registry) == 2
-    assert suite.main(["--cases", "nope", "--out", str(tmp_path)], registry) == 2
+    cases = [Case("x", "x", {"quick": {}, "full": {}}, lambda s: [])]
+    assert suite.main(["--rounds", "2", "--out", str(tmp_path)], cases) == 2
+    assert suite.main(["--quick", "--rounds", "1", "--out", str(tmp_path)], cases) == 2
+    assert suite.main(["--cases", "nope", "--out", str(tmp_path)], cases) == 2
     assert not list(tmp_path.iterdir())
 
 
@@ -158,8 +162,8 @@ def test_result_names_full_and_subset(tmp_path):
            "machine": {"cpu": "x", "cores": 2, "os": "o", "backend": "gpu", "devices": 1,
                        "device_kind": "NVIDIA H200", "hardware": "h200"},
            "versions": {}, "quick": False, "rounds": 3, "warmup": 1, "notes": [], "cases": []}
-    assert suite.write_results(dict(run), tmp_path, {}, plots=False)["md"].name == "2026-01-02-h200-suite.md"
-    sub = suite.write_results(dict(run, subset=["fusion", "limit"]), tmp_path, {}, plots=False)
+    assert suite.write_results(dict(run), tmp_path, [], plots=False)["md"].name == "2026-01-02-h200-suite.md"
+    sub = suite.write_results(dict(run, subset=["fusion", "limit"]), tmp_path, [], plots=False)
     assert sub["md"].name == "2026-01-02-h200-suite-fusion+limit.md"
 
 
@@ -237,7 +241,7 @@ def test_peer_dying_mid_rounds_keeps_what_it_measured_and_the_others_run_on(tmp_
 
 
 def test_missing_peer_venv_is_a_skip_saying_how_to_set_it_up(monkeypatch, tmp_path):
-    suite_cases = pytest.importorskip("benchmarks.suite_cases")
+    suite_cases = pytest.importorskip("benchmarks.cases")
     monkeypatch.setenv("PJRL_REPO", str(tmp_path / "no-checkout"))
     with pytest.raises(Skip, match="no PureJaxRL checkout at .*no-checkout .*set PJRL_REPO"):
         suite_cases.peer_python("pjrl")
@@ -245,3 +249,42 @@ def test_missing_peer_venv_is_a_skip_saying_how_to_set_it_up(monkeypatch, tmp_pa
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     with pytest.raises(Skip, match="rejax is not installed here and there is no venv at .*no-venv"):
         suite_cases.peer_python("rejax")
+
+
+# --------------------------------------------------------------------------------------
+# the entry and the layout: the harness apart from the cases, no import circle
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def benchmark_imports(path: Path) -> set[str]:
+    """The benchmarks modules a file imports, anywhere in it (local imports too)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "benchmarks":
+            names.update(node.module.split(".")[1:2] or [a.name for a in node.names])
+        elif isinstance(node, ast.Import):
+            names.update(a.name.split(".")[1] for a in node.names if a.name.startswith("benchmarks."))
+    return names
+
+
+def test_the_harness_imports_no_case_and_no_benchmark_module_imports_itself_back():
+    graph = {path.stem: benchmark_imports(path) - {path.stem} for path in BENCHMARKS.glob("*.py")}
+    assert graph["harness"] == set()  # it runs the cases it is given
+    assert graph["cases"] == {"harness", "brax_side_by_side"} and graph["__main__"] == {"harness", "cases"}
+    assert all(path.stem not in benchmark_imports(path) for path in BENCHMARKS.glob("*.py"))
+
+    def visit(name, path):
+        assert name not in path, f"import cycle: {' -> '.join([*path, name])}"
+        for other in graph.get(name, ()):
+            visit(other, [*path, name])
+
+    for name in graph:
+        visit(name, [])
+
+
+def test_python_m_benchmarks_lists_the_cases_in_order():
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--help"], capture_output=True, text=True,
+                          timeout=300, cwd=BENCHMARKS.parent)
+    assert done.returncode == 0, done.stderr
+    assert "--quick" in done.stdout and "--replot" in done.stdout  # every option is the suite's
+    assert "scaling,limit,fusion,overheads,peers,headline" in done.stdout.replace("\n", "").replace(" ", "")

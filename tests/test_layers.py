@@ -1,9 +1,14 @@
 """The core (purejaxppo/*: environments, agent, rollout, GAE, losses, distributions,
 networks, the learner, config) imports nothing from the experiment side
 (purejaxppo/experiments/: runs, checkpoints, sweeps, sharding, statistics, reports,
-live logging, the CLI), and no module imports another that imports it back."""
+live logging, the CLI), and no module imports another that imports it back. The package
+face (purejaxppo/__init__.py) is core too: the experiment-side names it offers (`load`,
+`sweep`, `SweepResult`) are imported when first asked for."""
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import purejaxppo
@@ -60,3 +65,37 @@ def test_no_import_cycles():
 
     for name in graph:
         visit(name, [])
+
+
+FACE_PROBE = r"""
+import json, sys
+import purejaxppo.gae, purejaxppo.train
+import purejaxppo
+
+def experiment_modules():
+    return sorted(m for m in sys.modules if m.startswith("purejaxppo.experiments"))
+
+loaded_by_core = experiment_modules()
+listed = sorted(set(purejaxppo.__all__) - set(dir(purejaxppo)))
+loaded_by_dir = experiment_modules()
+from purejaxppo import load
+import purejaxppo.experiments.folder, purejaxppo.experiments.sweep
+print(json.dumps({"loaded_by_core": loaded_by_core, "all_not_in_dir": listed, "loaded_by_dir": loaded_by_dir,
+                  "face_is_the_module's": [load is purejaxppo.experiments.folder.load,
+                                           purejaxppo.load is purejaxppo.experiments.folder.load,
+                                           purejaxppo.sweep is purejaxppo.experiments.sweep.sweep,
+                                           purejaxppo.SweepResult is purejaxppo.experiments.sweep.SweepResult],
+                  "every_name_in_all": all(hasattr(purejaxppo, name) for name in purejaxppo.__all__),
+                  "unknown_name": hasattr(purejaxppo, "sweeps")}))
+"""
+
+
+def test_the_package_face_loads_no_experiment_module_until_asked():
+    done = subprocess.run([sys.executable, "-c", FACE_PROBE], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["loaded_by_core"] == [], seen  # import purejaxppo.gae / .train / purejaxppo
+    assert seen["all_not_in_dir"] == [] and seen["loaded_by_dir"] == [], seen  # dir() lists them, loads nothing
+    assert seen["face_is_the_module's"] == [True] * 4, seen
+    assert seen["every_name_in_all"] and not seen["unknown_name"], seen
+

@@ -14,7 +14,7 @@ SCRIPT = textwrap.dedent("""
     out = runs()
     print("RESULT", json.dumps({
         "devices": runs.num_devices, "padded": runs.padded_runs,
-        "params": [np.asarray(x).tolist() for x in jax.tree.leaves(out.runner_state.params)],
+        "params": [np.asarray(x).tolist() for x in jax.tree.leaves(out.state.params)],
         "returns": np.asarray(out.metrics["episode_return"]).tolist()}))
 """)
 

@@ -3,21 +3,22 @@ written whole or not at all and independently of the others, nothing is replaced
 sweeps over list- or mapping-valued keys finish with their tables and plots."""
 
 import csv
+from pathlib import Path
 
 import pytest
 
-from purejaxppo.experiments import report
+from purejaxppo.experiments import folder
 from purejaxppo.experiments.cli import main
 
 QUICK = ["--set", "num_steps=16", "--set", "total_timesteps=128", "--eval-episodes", "2"]
 
 
 def test_write_new_is_whole_or_nothing_and_never_replaces(tmp_path):
-    report.write_new(tmp_path / "a.txt", "first")
+    folder.write_new(tmp_path / "a.txt", "first")
     with pytest.raises(FileExistsError):
-        report.write_new(tmp_path / "a.txt", "second")
+        folder.write_new(tmp_path / "a.txt", "second")
     assert (tmp_path / "a.txt").read_text() == "first"
-    report.write_new(tmp_path / "b.png", b"\x89PNG")
+    folder.write_new(tmp_path / "b.png", b"\x89PNG")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.png"]  # no temporary file left
 
 
@@ -26,7 +27,7 @@ def test_one_failed_artefact_leaves_the_others(tmp_path):
         raise ValueError("cannot draw")
 
     (tmp_path / "taken.md").write_text("mine")
-    failed = report.write_artefacts(tmp_path, [("one.csv", lambda: "1"), ("plot.png", broken),
+    failed = folder.write_artefacts(tmp_path, [("one.csv", lambda: "1"), ("plot.png", broken),
                                                ("taken.md", lambda: "theirs"), ("two.csv", lambda: "2")])
     assert failed == ["plot.png: ValueError: cannot draw", "taken.md: FileExistsError: File exists"]
     assert (tmp_path / "one.csv").read_text() == "1" and (tmp_path / "two.csv").read_text() == "2"
@@ -48,13 +49,13 @@ def test_a_file_that_appears_during_a_run_is_kept_and_the_rest_is_written(tmp_pa
     import purejaxppo.experiments.cli as cli
 
     out = tmp_path / "run"
-    original = report.write_run_folder
+    original = cli.RunFolder.write_run_results
 
-    def someone_wrote_summary_md(folder, *args):
-        (folder / "summary.md").write_text("someone else's notes")
-        return original(folder, *args)
+    def someone_wrote_summary_md(run_folder, *args):
+        (run_folder.path / "summary.md").write_text("someone else's notes")
+        return original(run_folder, *args)
 
-    monkeypatch.setattr(cli.report, "write_run_folder", someone_wrote_summary_md)
+    monkeypatch.setattr(cli.RunFolder, "write_run_results", someone_wrote_summary_md)
     assert main(["train", "configs/cartpole.yaml", *QUICK, "--out", str(out)]) == 1
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "could not write summary.md: FileExistsError" in error
@@ -78,3 +79,30 @@ def test_a_sweep_over_list_and_mapping_values_finishes_with_tables_and_plots(tmp
     assert [r["hidden_sizes"] for r in rows] == ["[16]", "[16]", "[32]", "[32]"]
     for name in ("learning_curves.png", "clip_fraction_by_epoch.png", "heatmap_return.png", "heatmap_kl.png"):
         assert (out / name).read_bytes().startswith(b"\x89PNG"), name
+
+
+def test_a_claimed_folder_is_new_and_its_config_file_is_written_once(tmp_path, monkeypatch):
+    import yaml
+
+    import purejaxppo as ppo
+    from purejaxppo.config import ConfigError
+    from purejaxppo.experiments.sweep import make_spec
+
+    monkeypatch.chdir(tmp_path)
+    real = folder.time.strftime
+    monkeypatch.setattr(folder.time, "strftime",  # two claims in one second
+                        lambda fmt, *args: "20260102-030405" if fmt == "%Y%m%d-%H%M%S" else real(fmt, *args))
+    first = folder.RunFolder.claim(None, "sweep", "CartPole-v1")
+    second = folder.RunFolder.claim(None, "sweep", "CartPole-v1")
+    assert (first.path, second.path) == (Path("runs/sweep-CartPole-v1-20260102-030405"),
+                                         Path("runs/sweep-CartPole-v1-20260102-030405-2"))
+    cfg, spec = ppo.make_config({"num_steps": 16}), make_spec(grid={"clip_eps": [0.1, 0.2]}, seeds=2)
+    first.write_config(cfg, spec)
+    saved = yaml.safe_load((first.path / "sweep.yaml").read_text())
+    assert saved["num_steps"] == 16 and saved["sweep"]["grid"] == {"clip_eps": [0.1, 0.2]}
+    with pytest.raises(ConfigError, match="cannot write sweep.yaml"):
+        first.write_config(cfg, spec)  # never replaced
+    assert yaml.safe_load((first.path / "sweep.yaml").read_text()) == saved
+    train = folder.RunFolder.claim(str(tmp_path / "mine"), "train", "CartPole-v1")
+    train.write_config(cfg)
+    assert train.config_file.name == "config.yaml" and "sweep" not in yaml.safe_load(train.config_file.read_text())

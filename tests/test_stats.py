@@ -180,13 +180,11 @@ def test_in_range_and_no_data():
                                             "over_used_by_epoch": 3, "runaway_kl_above": 1.0}
 
 
-def test_report_reexports_the_statistics():
-    assert report.mean_se is stats.mean_se
-    assert report.interquartile_mean is stats.interquartile_mean
-    assert report.probability_of_improvement is stats.probability_of_improvement
-    assert report.last_epoch_values is stats.last_epoch_values
-    assert report.diagnose is diagnosis.diagnose
-    assert report.DIAGNOSIS_DEFAULTS is diagnosis.DIAGNOSIS_DEFAULTS
+def test_report_does_not_reexport_the_statistics():
+    # the 0.x re-exports are gone: importers use purejaxppo.experiments.stats and .diagnosis themselves
+    for name in ("mean_se", "interquartile_mean", "probability_of_improvement", "last_epoch_values", "diagnose",
+                 "DIAGNOSIS_DEFAULTS"):
+        assert not hasattr(report, name), name
 
 
 # ------------------------------------------------------------------ what importing costs

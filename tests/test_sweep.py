@@ -40,6 +40,40 @@ def test_sweep_run_equals_single_run(study):
 
 
 @pytest.mark.slow
+def test_results_stay_stacked_and_a_run_is_a_slice(study):
+    base, spec, result = study
+    # two run sets (1 and 3 epochs scanned) in one program; each keeps its runs stacked
+    assert sorted(s.config.max_epochs for s in result.run_sets) == [1, 3]
+    assert sorted(k for s in result.run_sets for k in s.runs) == list(range(16))
+    for s in result.run_sets:
+        assert result.outputs[s.name].metrics["episode_return"].shape == (len(s.runs), base.num_updates)
+    for i in range(len(result.points)):
+        point = result.point(i)
+        assert point.metrics["episode_return"].shape == (spec.seeds, base.num_updates)
+        assert any(np.shares_memory(point.metrics["episode_return"], out.metrics["episode_return"])
+                   for out in result.outputs.values())  # a view of the run set's arrays, not a copy
+        for seed, k in enumerate(result.point_runs(i)):
+            run = result.run(k)
+            chex.assert_trees_all_equal(run, jax.tree.map(lambda x: x[seed], point))
+            chex.assert_trees_all_equal(result.states[k], run.state)
+            chex.assert_trees_all_equal(result.metrics[k], run.metrics)
+            chex.assert_trees_all_equal(result.evaluation[k], run.evaluation)
+    assert len(result.metrics) == 16 and len(list(result.evaluation)) == 16 and len(result.states[14:]) == 2
+    chex.assert_trees_all_equal(result.run(-1), result.run(15))
+    with pytest.raises(IndexError):
+        result.run(16)
+    # the table reads the stacked runs: a point's train return is the mean of its seeds' last returns
+    from purejaxppo.experiments import report
+
+    rows = report.sweep_summary(result)
+    for i, row in enumerate(rows):
+        finals = [result.run(k).metrics["episode_return"][-1] for k in result.point_runs(i)]
+        evals = [np.mean(result.run(k).evaluation["deterministic"]) for k in result.point_runs(i)]
+        assert row["train_return"] == pytest.approx(np.nanmean(finals), rel=1e-6)
+        assert row["eval_return"] == pytest.approx(np.mean(evals), rel=1e-6)
+
+
+@pytest.mark.slow
 def test_chunked_equals_unchunked(study):
     base, spec, result = study
     chunked = sweep(base, spec=spec, first_seed=4, max_parallel=3)
@@ -152,10 +186,34 @@ def test_cli_sweep_writes_tables(tmp_path, capsys):
 
 
 def test_diagnosis_rules_fire_as_documented():
-    from purejaxppo.experiments.report import diagnose
+    from purejaxppo.experiments.diagnosis import diagnose
 
     assert diagnose([0.0, 0.001, 0.005]).startswith("under-used: the last epoch (3) clips 0.5%")
     assert diagnose([0.05, 0.15, 0.25, 0.3]).startswith("over-used: epoch 3 already clips 25.0%")
     assert diagnose([0.01, 0.05, 0.1]).startswith("in range")
     assert diagnose([0.01, 0.05, 0.1], {"under_used_below": 0.2}).startswith("under-used")
     assert diagnose([0.0, np.nan, np.nan]).startswith("under-used: the last epoch (1)")
+
+
+def test_heatmap_cell_is_the_mean_over_every_run_of_its_two_values():
+    from purejaxppo.experiments.report import heatmap_grid
+    from purejaxppo.experiments.sweep import expand
+
+    # three swept keys of 2, 3 and 4 values; points hold 1 to 3 runs (others diverged), one NaN return
+    points = expand(make_spec(grid={"clip_eps": [0.1, 0.2], "update_epochs": [1, 2, 4],
+                                    "lr": [1e-4, 3e-4, 1e-3, 3e-3]}))
+    rng = np.random.default_rng(0)
+    values = [rng.normal(100 * i, 10, size=1 + i % 3) for i in range(len(points))]
+    values[5][0] = np.nan
+    xs, ys, grid = heatmap_grid(points, values, "clip_eps", "update_epochs")
+    assert xs == ["0.1", "0.2"] and ys == ["1", "2", "4"] and grid.shape == (3, 2)
+    for y, epochs in enumerate((1, 2, 4)):
+        for x, clip in enumerate((0.1, 0.2)):
+            runs = np.concatenate([v for p, v in zip(points, values)
+                                   if p["clip_eps"] == clip and p["update_epochs"] == epochs])
+            assert grid[y, x] == pytest.approx(np.nanmean(runs), rel=1e-12)
+    # by hand: three points of one run each (a, b, c) make a cell of (a + b + c) / 3, not a/4 + b/4 + c/2
+    three = expand(make_spec(grid={"clip_eps": [0.1], "update_epochs": [1], "lr": [1e-4, 3e-4, 1e-3]}))
+    assert heatmap_grid(three, [[3.0], [6.0], [12.0]], "clip_eps", "update_epochs")[2][0, 0] == 7.0
+    # a cell whose every run diverged is empty: NaN, not 0
+    assert np.isnan(heatmap_grid(three[:1], [[]], "clip_eps", "update_epochs")[2][0, 0])

@@ -10,7 +10,8 @@ asked to do (so it can be resumed), the updates done and the library versions.
 
 `step` is the number of updates done over all run sets. orbax writes a checkpoint into a
 temporary folder and renames it when complete, so a checkpoint cut short (a killed
-process) is never listed; the newest listed one is complete.
+process) is never listed; the newest listed one is complete. This module is the storage
+only; reading a run folder back (load, evaluate) is purejaxppo.experiments.folder's.
 """
 
 from __future__ import annotations
@@ -23,10 +24,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from purejaxppo.compiler import compiler_options
-from purejaxppo.config import make_config
 from purejaxppo.errors import UsageError
-from purejaxppo.train import Learner
 
 FORMAT = "purejaxppo-checkpoint/1"
 VERSIONED = ("purejaxppo", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "gymnax")
@@ -138,62 +136,3 @@ class Checkpoints:
                     raise CheckpointError(f"{self.folder / str(step)}: run set {name} holds {got.shape} {got.dtype} "
                                           f"where this run has {want.shape} {want.dtype}")
         return states, jax.tree.map(np.asarray, dict(restored.history)), meta
-
-
-# --------------------------------------------------------------------------------------
-# Reading a run folder back
-# --------------------------------------------------------------------------------------
-def _restore_folder(run_dir, step):
-    """-> (meta, {set name: (config, learner, state with a leading run axis)})."""
-    checkpoints = Checkpoints(Path(run_dir) / "checkpoints", create=False)
-    meta = checkpoints.meta(step)
-    sets = {}
-    for name, info in meta["sets"].items():
-        cfg = make_config(info["config"])
-        learner = Learner(cfg)
-        keys = np.zeros((len(info["runs"]), 2), np.uint32)
-        sets[name] = (cfg, learner, jax.eval_shape(jax.vmap(learner.init), keys))
-    states, _, _ = checkpoints.restore(meta["step"], {name: shape for name, (_, _, shape) in sets.items()})
-    return meta, {name: (cfg, learner, states[name]) for name, (cfg, learner, _) in sets.items()}
-
-
-def load(run_dir, step: int | None = None, run: int | None = 0):
-    """A run folder's checkpoint -> (config, state).
-
-    `step`: the checkpoint at that many updates (default: the newest complete one).
-    `run`: which run (a train folder's seed index, or a sweep's run index, as in its
-    metrics.csv order), with that run's own config; `None` for all runs of a folder with
-    one run set, with a leading run axis and the set's config (its static fields).
-    The state is the full `LearnerState`: `make_policy(config, state)` acts with it,
-    `Learner(config).run(state, ...)` trains on.
-    """
-    meta, sets = _restore_folder(run_dir, step)
-    if run is None:
-        if len(sets) != 1:
-            raise CheckpointError(f"{run_dir} holds {len(sets)} run sets with different configs: pass run=k")
-        cfg, _, state = next(iter(sets.values()))
-        return cfg, state
-    for name, (_, _, state) in sets.items():
-        runs = meta["sets"][name]["runs"]
-        if run in runs:
-            j = runs.index(run)
-            return make_config(meta["sets"][name]["run_configs"][j]), jax.tree.map(lambda x: x[j], state)
-    known = sorted(k for info in meta["sets"].values() for k in info["runs"])
-    raise CheckpointError(f"{run_dir} has no run {run}; its runs are {known}")
-
-
-def evaluate_folder(run_dir, *, episodes: int, seed: int = 0, deterministic: bool = True,
-                    step: int | None = None) -> list[dict]:
-    """Every run of a folder on `episodes` fresh episodes (the training rollout code),
-    keys from `seed` (the same episodes for every run): one dict per run: run, seed,
-    step, returns [episodes]."""
-    meta, sets = _restore_folder(run_dir, step)
-    first_seed, seeds = meta["first_seed"], meta["spec"]["seeds"]
-    out = []
-    for name, (cfg, learner, state) in sets.items():
-        evaluate = jax.jit(jax.vmap(lambda s: learner.evaluate(s, episodes, deterministic, jax.random.PRNGKey(seed))),
-                           compiler_options=compiler_options())
-        returns = np.asarray(evaluate(state))
-        for j, k in enumerate(meta["sets"][name]["runs"]):
-            out.append({"run": k, "seed": first_seed + k % seeds, "step": meta["step"], "returns": returns[j]})
-    return sorted(out, key=lambda r: r["run"])

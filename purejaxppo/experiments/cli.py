@@ -6,7 +6,6 @@
     purejaxppo sweep --resume DIR
     purejaxppo eval DIR [--episodes 100] [--seed S] [--stochastic] [--step N] [--json] [--render F.html]
     purejaxppo configs                                                  (the shipped configs, usable by name)
-    purejaxppo bench [--quick] [...]                                    (the timing suite, from a checkout)
     (train, sweep and eval reuse compiled programs from a persistent cache; --no-cache: not)
     purejaxppo --version
 
@@ -24,7 +23,6 @@ import json
 import os
 import shlex
 import sys
-import time
 from pathlib import Path
 
 import jax
@@ -35,9 +33,9 @@ from rich.table import Table
 
 from purejaxppo import __version__, configs
 from purejaxppo.experiments import compile_cache, replay, report
-from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints, evaluate_folder, load
-from purejaxppo.config import ConfigError, PPOConfig, load_config, make_config, parse_override, text_table
+from purejaxppo.config import ConfigError, load_config, make_config, parse_override, text_table
 from purejaxppo.errors import NO_VALUE, UsageError
+from purejaxppo.experiments.folder import RunFolder, write_new
 from purejaxppo.experiments.live import LiveLog, check_wandb
 from purejaxppo.experiments.parallel import init_distributed_from_env, is_writer, use_all_cpu_cores
 from purejaxppo.experiments.stats import mean_se
@@ -131,10 +129,6 @@ def _parser() -> argparse.ArgumentParser:
                           help="Brax envs: also write an HTML replay of one episode of run 0 (a new file)")
     _add_cache_option(evaluate)
     sub.add_parser("configs", help="list the shipped configs (use them by name: purejaxppo train cartpole)")
-    bench = sub.add_parser("bench", help="the timing suite (from a checkout of the repository): "
-                                         "purejaxppo bench --quick; purejaxppo bench --help for its options",
-                           add_help=False)
-    bench.add_argument("options", nargs=argparse.REMAINDER, help="passed to benchmarks/suite.py")  # see main
     return parser
 
 
@@ -147,19 +141,6 @@ def _source(text: str | None) -> str | None:
     return str(shipped) if shipped is not None else text
 
 
-def bench_command(options: list[str]) -> int:
-    """The timing suite lives in the repository's benchmarks/ folder, beside the package
-    (a wheel does not carry it)."""
-    root = Path(__file__).resolve().parents[2]
-    if not (root / "benchmarks" / "suite.py").is_file():
-        raise UsageError("purejaxppo bench runs the timing suite in the repository's benchmarks/ folder, which "
-                         "this install does not have: clone the repository, pip install -e it, and run it there")
-    sys.path.insert(0, str(root))
-    from benchmarks import suite
-
-    return suite.main(options)
-
-
 def configs_command() -> int:
     names = configs.names()
     width = max(map(len, names))
@@ -167,32 +148,6 @@ def configs_command() -> int:
         print(f"{name:<{width}}  {configs.summary(name)[:90]}")
     print(f"\n(in {configs.FOLDER}; e.g. purejaxppo train cartpole --seeds 8)")
     return 0
-
-
-# --------------------------------------------------------------------------------------
-# Run folders
-# --------------------------------------------------------------------------------------
-def _claim_folder(out: str | None, stem_name: str) -> Path:
-    """Create the run folder now, before compiling, so that a folder that cannot be
-    written is refused before any work, and two runs never share one."""
-    if out is not None:
-        folder = Path(out)
-        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-            raise ConfigError("--out", out, "exists and is not an empty folder; "
-                              "choose another so no earlier results are overwritten")
-        candidates = [folder]
-    else:
-        stem = Path("runs") / f"{stem_name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        candidates = [stem] + [stem.with_name(f"{stem.name}-{n}") for n in range(2, 1000)]
-    for folder in candidates:
-        try:
-            folder.mkdir(parents=True, exist_ok=out is not None)
-            return folder
-        except FileExistsError:
-            continue
-        except OSError as error:
-            raise ConfigError("--out", str(folder), f"cannot be created: {error.strerror}") from None
-    raise ConfigError("--out", str(candidates[0]), "no free folder name")
 
 
 def _check_counts(args) -> None:
@@ -240,65 +195,34 @@ def _asked(args, saved: dict | None = None):
     return meta, base, spec
 
 
-def _flat(meta: dict) -> dict:
-    """A run's settings as one flat mapping, to name each one that changed."""
-    return {**meta["config"], **{f"sweep.{k}": v for k, v in meta["spec"].items()},
-            **{k: v for k, v in meta.items() if k not in ("config", "spec")}}
-
-
 def _start(args):
-    """-> (meta, base config, spec, resuming): a new run's, or the run in --resume DIR's
-    (what the command line restates must be what it was started with)."""
+    """-> (meta, base config, spec, the folder to resume or None): a new run's, or the run in
+    --resume DIR's (what the command line restates must be what it was started with)."""
     _check_counts(args)
     if args.resume is None:
-        return (*_asked(args), False)
-    folder = Path(args.resume)
-    if not folder.is_dir():
-        raise ConfigError("--resume", args.resume, "is not a folder")
-    saved = Checkpoints(folder / "checkpoints", create=False).meta()
-    saved = {k: saved[k] for k in ("command", "config", "spec", "first_seed", "checkpoint_every", "max_parallel",
-                                   "keep")}
-    saved["config"] = {**PPOConfig().to_dict(), **saved["config"]}  # a key added since: the run had its default
-    if saved["command"] != args.command:
-        raise CheckpointError(f"{folder} holds a {saved['command']} run: resume it with "
-                              f"purejaxppo {saved['command']} --resume {folder}")
+        return (*_asked(args), None)
+    folder, saved = RunFolder.to_resume(args.resume, args.command)
     meta, base, spec = _asked(args, saved)
-    before, now = _flat(saved), _flat(meta)
-    changed = [f"{key} {before.get(key)!r} -> {now.get(key)!r}" for key in sorted(set(before) | set(now))
-               if before.get(key) != now.get(key)]
-    if changed:
-        raise ConfigError("--resume", args.resume, "the run was started with other settings; a resumed run "
-                          f"must be the same run: {'; '.join(changed)}")
-    if (folder / "summary.md").exists():
-        raise ConfigError("--resume", args.resume, "is a finished run (it has summary.md): nothing to resume; "
-                          f"evaluate it with: purejaxppo eval {folder}")
-    return meta, base, spec, True
+    folder.check_resume(saved, meta)
+    return meta, base, spec, folder
 
 
 def run_command(args) -> int:
-    meta, base, spec, resuming = _start(args)
+    meta, base, spec, folder = _start(args)
+    resuming = folder is not None
     if args.wandb:
         check_wandb()
 
     writer = is_writer()  # several processes: each computes its shard, process 0 writes
     if resuming and jax.process_count() > 1:
         raise ConfigError("--resume", args.resume, "resuming is not supported with several processes yet")
-    if resuming:
-        folder = Path(args.resume)
-    elif writer:
-        train = args.command == "train"
-        folder = _claim_folder(args.out, f"{'' if train else 'sweep-'}{base.env}")
-        config_file = folder / ("config.yaml" if train else "sweep.yaml")
-        try:
-            report.write_new(config_file, report.config_yaml(base.to_dict(), None if train else spec))
-        except OSError as error:
-            raise ConfigError("--out", str(folder), f"cannot write {config_file.name}: {error.strerror}") from None
-    else:
-        folder = None
+    if not resuming and writer:
+        folder = RunFolder.claim(args.out, args.command, base.env)
+        folder.write_config(base, spec)
 
     console = Console()
     resume_command = f"purejaxppo {args.command} --resume {shlex.quote(str(folder))}"
-    checkpoints = Checkpoints(folder / "checkpoints", keep=meta["keep"]) if writer else None
+    checkpoints = folder.checkpoints(keep=meta["keep"]) if writer else None
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as bar:
@@ -323,7 +247,7 @@ def run_command(args) -> int:
                 text += f" · {record['steps_per_second']:,.0f} steps/s"
             bar.update(task, completed=record["update"], description=text or "training")
 
-        live = LiveLog(folder if writer else None, on_record=show, tensorboard=args.tensorboard,
+        live = LiveLog(folder.path if writer else None, on_record=show, tensorboard=args.tensorboard,
                        wandb_project=args.wandb if writer else None, wandb_config=meta)
 
         def on_group(g, n_groups, group, group_runs):
@@ -365,12 +289,11 @@ def run_command(args) -> int:
 
 def _write_train_results(folder, base, spec, result, console) -> list[str]:
     seeds = [run["seed"] for run in result.runs]
-    metrics = {name: np.stack([m[name] for m in result.metrics]) for name in result.metrics[0]}
-    evaluation = {name: np.stack([e[name] for e in result.evaluation]) for name in result.evaluation[0]}
-    summary = report.summarize(metrics, steps_per_run=base.num_updates * base.batch_size,
+    runs = result.point(0)  # a train run is one point: its seeds, stacked
+    summary = report.summarize(runs.metrics, steps_per_run=base.num_updates * base.batch_size,
                                run_seconds=result.run_seconds, compile_seconds=result.compile_seconds,
-                               evaluation=evaluation, diverged=result.diverged)
-    failed = report.write_run_folder(folder, base.to_dict(), metrics, summary, base.batch_size, seeds)
+                               evaluation=runs.evaluation, diverged=result.diverged)
+    failed = folder.write_run_results(base, runs.metrics, summary, seeds)
     table = Table(title=f"{base.env}, mean ± s.e. over {len(seeds)} seed(s)")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -382,10 +305,10 @@ def _write_train_results(folder, base, spec, result, console) -> list[str]:
 
 
 def _write_sweep_results(folder, base, spec, result, console) -> list[str]:
-    rows = report.sweep_summary(result)
-    failed = report.write_sweep_folder(folder, result, rows)
-    print(report.sweep_markdown(rows, swept_keys(result), spec.threshold), flush=True)
-    steps = sum(result.batch_sizes[k] * len(m["episode_return"]) for k, m in enumerate(result.metrics))
+    rows, swept = report.sweep_summary(result), swept_keys(result)
+    failed = folder.write_sweep_results(result, rows, swept)
+    print(report.sweep_markdown(rows, swept, spec.threshold), flush=True)
+    steps = spec.seeds * sum(cfg.num_updates * cfg.batch_size for cfg in result.configs)
     console.print(f"{steps / result.run_seconds:,.0f} steps/s over all runs; "
                   f"diverged runs: {int(np.sum(result.diverged))}")
     return failed
@@ -400,8 +323,8 @@ def eval_command(args) -> int:
     if args.render and Path(args.render).exists():
         raise ConfigError("--render", args.render, "exists: replays never replace a file")
 
-    runs = evaluate_folder(args.folder, episodes=args.episodes, seed=args.seed,
-                           deterministic=not args.stochastic, step=args.step)
+    runs = RunFolder(args.folder).evaluate(episodes=args.episodes, seed=args.seed,
+                                           deterministic=not args.stochastic, step=args.step)
 
     pooled = np.concatenate([run["returns"] for run in runs])
     mean, se = mean_se(pooled)
@@ -431,9 +354,9 @@ def eval_command(args) -> int:
 def _render(args) -> dict:
     """Write the replay of one episode of run 0 (refusing to replace a file)."""
     path = Path(args.render)
-    cfg, state = load(args.folder, step=args.step, run=0)
+    cfg, state = RunFolder(args.folder).load(step=args.step, run=0)
     html, total, steps = replay.render(cfg, state, jax.random.PRNGKey(args.seed), not args.stochastic)
-    report.write_new(path, html)
+    write_new(path, html)
     if not args.json:
         print(f"replay of run 0 ({steps} steps, return {total:.4g}): {path}")
     return {"path": str(path), "return": total, "steps": steps}
@@ -450,12 +373,6 @@ def main(argv=None) -> int:
 
     use_all_cpu_cores()  # seeds spread over the cores; before JAX starts its backend
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["bench"]:  # every option, --help too, is the suite's
-        try:
-            return bench_command(argv[1:])
-        except UsageError as error:
-            print(f"purejaxppo: error: {error}", file=sys.stderr)
-            return 2
     args = _parser().parse_args(argv)
     init_distributed_from_env()  # several processes: each computes its shard, process 0 writes
     if not getattr(args, "no_cache", True):

@@ -1,7 +1,8 @@
 """Tables, summaries, CSV files and plots of several seeds' metrics (host side, numpy).
 
 The numbers come from purejaxppo.experiments.stats and the clip-fraction reading from
-purejaxppo.experiments.diagnosis; this module only picks metrics out of results, formats and writes.
+purejaxppo.experiments.diagnosis; this module only picks metrics out of results and formats
+them: pure functions returning text or bytes. purejaxppo.experiments.folder writes them.
 """
 
 from __future__ import annotations
@@ -11,18 +12,12 @@ import dataclasses
 import io
 import json
 import math
-import os
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 import yaml
 
-from purejaxppo.experiments import stats
-from purejaxppo.experiments.diagnosis import DIAGNOSIS_DEFAULTS, diagnose  # noqa: F401  (re-exported)
-from purejaxppo.experiments.stats import (interquartile_mean, last_epoch_values, mean_se,  # noqa: F401  (re-exported)
-                              probability_of_improvement)
-from purejaxppo.experiments.sweep import swept_keys
+from purejaxppo.experiments import diagnosis, stats
 
 CLIP_CASE_NAMES = [f"clip_cases_{sign}_{region}" for sign in ("adv_pos", "adv_neg")
                    for region in ("inside", "above", "below")]
@@ -54,16 +49,17 @@ def summarize(metrics: Mapping[str, np.ndarray], *, steps_per_run: int, run_seco
     seeds = per_seed["final_return"].shape[0]
     ok = np.ones(seeds, bool) if diverged is None else ~np.asarray(diverged, bool)
     max_kl = stats.finite(per_seed["max_update_kl"][ok])
-    runaway = per_seed["max_update_kl"][ok] > DIAGNOSIS_DEFAULTS["runaway_kl_above"]
+    runaway = per_seed["max_update_kl"][ok] > diagnosis.DIAGNOSIS_DEFAULTS["runaway_kl_above"]
+    clip_by_epoch = stats.mean_by_epoch(np.asarray(metrics["clip_fraction"])[ok])
     summary: dict[str, Any] = {"seeds": seeds, "diverged": int(seeds - ok.sum()), "runaway": int(runaway.sum()),
-                               "diagnosis": diagnose(stats.mean_by_epoch(np.asarray(metrics["clip_fraction"])[ok]),
-                                                     max_kl=float(max(max_kl, default=math.nan)))}
+                               "diagnosis": diagnosis.diagnose(clip_by_epoch,
+                                                               max_kl=float(max(max_kl, default=math.nan)))}
     for name in ("final_return", "eval_return", "eval_return_stochastic", "mean_kl_k3", "last_epoch_clip_fraction",
                  "explained_variance", "epochs_run"):
         if name not in per_seed:
             continue
         values = per_seed[name]
-        mean, se = mean_se(values[ok])
+        mean, se = stats.mean_se(values[ok])
         summary[name] = {"mean": mean, "se": se, "per_seed": [float(v) for v in values]}
     summary["steps_per_second"] = seeds * steps_per_run / run_seconds
     summary["run_seconds"] = run_seconds
@@ -86,7 +82,7 @@ def summary_lines(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     rows = [(label, format_mean_se(summary[key]["mean"], summary[key]["se"])) for key, label in SUMMARY_ROWS
             if key in summary]
     rows.append(("diverged runs (NaN/Inf; not in the means)", str(summary["diverged"])))
-    rows.append((f"runaway runs (an update's KL > {DIAGNOSIS_DEFAULTS['runaway_kl_above']:g})",
+    rows.append((f"runaway runs (an update's KL > {diagnosis.DIAGNOSIS_DEFAULTS['runaway_kl_above']:g})",
                  str(summary["runaway"])))
     rows.append(("steps per second", f"{summary['steps_per_second']:,.0f}"))
     rows.append(("compile time", f"{summary['compile_seconds']:.1f} s"))
@@ -165,21 +161,6 @@ def plot_learning_curve(metrics: Mapping[str, np.ndarray], batch_size: int, titl
     return _finish(fig, ax, xlabel="environment steps", ylabel="episode return", title=title)
 
 
-def write_new(path: Path, data: str | bytes) -> None:
-    """Write a file that must not exist yet, atomically: the data goes to a temporary name
-    in the same folder, which is then hard-linked to `path`. The link fails if `path`
-    exists (FileExistsError: nothing is replaced), and a reader never sees half a file."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "xb" if isinstance(data, bytes) else "x", **({} if isinstance(data, bytes) else
-                                                                      {"encoding": "utf-8"})) as f:
-            f.write(data)
-        os.link(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def _figure_bytes(fig, dpi: int) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi)
@@ -193,78 +174,63 @@ def _csv_text(rows) -> str:
     return buffer.getvalue()
 
 
-def write_artefacts(folder: Path, artefacts: list[tuple[str, Callable[[], str | bytes]]]) -> list[str]:
-    """Write each (file name, function making its contents) as a new file, one after the
-    other; a failure (disk full, a plot that cannot be drawn, a file that appeared in the
-    meantime) leaves the others. Returns one line per file that failed, naming it and why."""
-    failed = []
-    for name, make in artefacts:
-        try:
-            write_new(folder / name, make())
-        except Exception as error:  # noqa: BLE001 -- any failure of one artefact must spare the others
-            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-            failed.append(f"{name}: {type(error).__name__}: {reason}")
-    return failed
-
-
-def config_yaml(config: Mapping[str, Any], spec=None) -> str:
-    """A run's resolved config (config.yaml), or a sweep's base config and spec (sweep.yaml)."""
-    values = dict(config)
-    if spec is not None:
-        values["sweep"] = spec_dict(spec)
-    return yaml.safe_dump(values, sort_keys=False)
-
-
 def spec_dict(spec) -> dict[str, Any]:
     """A SweepSpec as plain YAML/JSON values (it reloads with sweep.make_spec)."""
     return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in dataclasses.asdict(spec).items()}
 
 
-def write_run_folder(folder: Path, config: Mapping[str, Any], metrics: Mapping[str, np.ndarray],
-                     summary: Mapping[str, Any], batch_size: int, seeds: list[int]) -> list[str]:
-    """metrics.csv, summary.json, summary.md, learning_curve.png, each written whole or not
-    at all and independently of the others (config.yaml is written when the run starts).
-    Returns a line per file that could not be written (`write_artefacts`)."""
-    header, rows = metric_rows(metrics, batch_size, [{"seed": s} for s in seeds])
-    return write_artefacts(folder, [
+def run_artefacts(config, metrics: Mapping[str, np.ndarray], summary: Mapping[str, Any],
+                  seeds: list[int]) -> list[tuple[str, Callable[[], str | bytes]]]:
+    """(file name, function making its contents) for a run's results: metrics.csv,
+    summary.json, summary.md, learning_curve.png (`config`: the run's PPOConfig)."""
+    header, rows = metric_rows(metrics, config.batch_size, [{"seed": s} for s in seeds])
+    return [
         ("metrics.csv", lambda: _csv_text([header, *rows])),
         ("summary.json", lambda: json.dumps({**summary, "seed_values": seeds}, indent=2)),
         ("summary.md", lambda: summary_markdown(summary)),
-        ("learning_curve.png", lambda: plot_learning_curve(metrics, batch_size, str(config.get("env", "")))),
-    ])
+        ("learning_curve.png", lambda: plot_learning_curve(metrics, config.batch_size, config.env)),
+    ]
 
 
 # --------------------------------------------------------------------------------------
 # Sweeps
 # --------------------------------------------------------------------------------------
+def kept_runs(result, point: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(metrics, evaluation) of point `point`'s runs that did not diverge, stacked: [runs, ...]."""
+    ok = ~result.diverged[result.point_runs(point)]
+    stacked = result.point(point)
+    return ({name: value[ok] for name, value in stacked.metrics.items()},
+            {mode: value[ok] for mode, value in stacked.evaluation.items()})
+
+
 def sweep_summary(result) -> list[dict[str, Any]]:
     """One row per grid point: mean ± s.e. over the seeds that did not diverge, and more."""
     rows = []
     finals: list[np.ndarray] = []
     for i, point in enumerate(result.points):
-        members = list(result.point_runs(i))
-        ok = [k for k in members if not result.diverged[k]]
+        metrics, evaluation = kept_runs(result, i)
+        ok = len(metrics["episode_return"])
         if ok:
-            per_seed = stats.per_run({name: np.stack([result.metrics[k][name] for k in ok])
-                                      for name in ("episode_return", "kl_k3", "clip_fraction", "epochs_run",
-                                                   "explained_variance")})
-            clip_by_epoch = stats.mean_by_epoch(np.stack([result.metrics[k]["clip_fraction"] for k in ok]))
+            per_seed = stats.per_run(metrics)
+            clip_by_epoch = stats.mean_by_epoch(metrics["clip_fraction"])
         else:
             per_seed = {name: np.array([]) for name in ("final_return", "mean_kl_k3", "max_update_kl",
                                                         "last_epoch_clip_fraction")}
             clip_by_epoch = np.array([])
         final = np.asarray(per_seed["final_return"], np.float64)
-        evals = {mode: [np.nanmean(result.evaluation[k][mode]) for k in ok if mode in result.evaluation[k]]
-                 for mode in ("deterministic", "stochastic")}
-        row = {**point, "seeds": len(members), "diverged": len(members) - len(ok)}
+        with stats.quiet_nan_warnings():
+            evals = {mode: np.nanmean(evaluation[mode], axis=1) if mode in evaluation else []
+                     for mode in ("deterministic", "stochastic")}
+        seeds = len(result.point_runs(i))
+        row = {**point, "seeds": seeds, "diverged": seeds - ok}
         for name, values in (("train_return", final), ("eval_return", evals["deterministic"]),
                              ("eval_return_stochastic", evals["stochastic"]), ("mean_kl", per_seed["mean_kl_k3"]),
                              ("clip_fraction_last_epoch", per_seed["last_epoch_clip_fraction"])):
-            row[name], row[name + "_se"] = mean_se(values)
+            row[name], row[name + "_se"] = stats.mean_se(values)
         row["max_kl_worst_seed"] = float(max(stats.finite(per_seed["max_update_kl"]), default=math.nan))
-        row["iqm_return"], row["iqm_ci_low"], row["iqm_ci_high"] = interquartile_mean(final)
+        row["iqm_return"], row["iqm_ci_low"], row["iqm_ci_high"] = stats.interquartile_mean(final)
         row["clip_fraction_by_epoch"] = [float(v) for v in clip_by_epoch]
-        row["diagnosis"] = diagnose(clip_by_epoch, result.spec.diagnosis, row["max_kl_worst_seed"])
+        row["diagnosis"] = diagnosis.diagnose(clip_by_epoch, result.spec.diagnosis, row["max_kl_worst_seed"])
         if result.spec.threshold is not None:
             row["seeds_at_threshold"] = int(np.sum(final >= result.spec.threshold))
         rows.append(row)
@@ -275,7 +241,7 @@ def sweep_summary(result) -> list[dict[str, Any]]:
         for i, (row, final) in enumerate(zip(rows, finals)):
             row["best"] = i == best
             row["indistinguishable_from_best"] = indistinguishable[i]
-            row["p_beats_best"] = probability_of_improvement(final, finals[best])
+            row["p_beats_best"] = stats.probability_of_improvement(final, finals[best])
     return rows
 
 
@@ -314,28 +280,27 @@ def sweep_markdown(rows: list[dict], swept: list[str], threshold=None) -> str:
     return "\n".join(lines) + "\n" + note + "\n".join(diagnoses) + "\n"
 
 
-def write_sweep_folder(folder: Path, result, rows: list[dict]) -> list[str]:
-    """metrics.csv (a row per run per update), summary.md / summary.csv (a row per point),
-    the plots; each written whole or not at all and independently of the others (sweep.yaml,
-    the base config and spec, is written when the sweep starts). Returns a line per file
-    that could not be written."""
-    swept = swept_keys(result)
-    # static groups may scan different numbers of epochs: pad per-epoch columns with NaN
-    max_epochs = max(m["clip_fraction"].shape[-1] for m in result.metrics)
+def sweep_artefacts(result, rows: list[dict], swept: list[str]) -> list[tuple[str, Callable[[], str | bytes]]]:
+    """(file name, function making its contents) for a sweep's results: metrics.csv (a row per
+    run per update), summary.md / summary.csv (a row per point, `rows` of `sweep_summary`), the
+    plots (`sweep_plots`); `swept`: the swept keys (sweep.swept_keys)."""
+    # run sets may scan different numbers of epochs: pad per-epoch columns ([runs, updates, epochs]) with NaN
+    max_epochs = max(out.metrics["clip_fraction"].shape[-1] for out in result.outputs.values())
 
     def padded(name, value):
-        if value.ndim != 2 or name == "clip_cases":
+        if value.ndim != 3 or name == "clip_cases":
             return value
-        return np.pad(value, ((0, 0), (0, max_epochs - value.shape[1])), constant_values=np.nan)
+        return np.pad(value, ((0, 0), (0, 0), (0, max_epochs - value.shape[2])), constant_values=np.nan)
 
     def metrics_csv():
         lines = []
-        for k, run in enumerate(result.runs):
-            label = {"point": run["point"], **{key: show_value(run.get(key, "")) for key in swept},
-                     "seed": run["seed"], "diverged": int(result.diverged[k])}
-            header, rows_k = metric_rows({n: padded(n, v)[None] for n, v in result.metrics[k].items()},
-                                         result.batch_sizes[k], [label])
-            lines += ([header] if k == 0 else []) + rows_k
+        for i in range(len(result.points)):
+            labels = [{"point": i, **{key: show_value(result.runs[k].get(key, "")) for key in swept},
+                       "seed": result.runs[k]["seed"], "diverged": int(result.diverged[k])}
+                      for k in result.point_runs(i)]
+            header, rows_i = metric_rows({n: padded(n, v) for n, v in result.point(i).metrics.items()},
+                                         result.configs[i].batch_size, labels)
+            lines += ([header] if i == 0 else []) + rows_i
         return _csv_text(lines)
 
     def summary_csv():
@@ -344,12 +309,12 @@ def write_sweep_folder(folder: Path, result, rows: list[dict]) -> list[str]:
             [";".join(f"{v:.4g}" for v in row[c]) if c == "clip_fraction_by_epoch"
              else show_value(row[c]) if c in swept else row.get(c, "") for c in columns] for row in rows])
 
-    return write_artefacts(folder, [
+    return [
         ("metrics.csv", metrics_csv),
         ("summary.md", lambda: sweep_markdown(rows, swept, result.spec.threshold)),
         ("summary.csv", summary_csv),
         *sweep_plots(result, rows, swept),
-    ])
+    ]
 
 
 def show_value(value) -> str:
@@ -378,6 +343,18 @@ def _axis(values: list) -> list[str]:
     return labels
 
 
+def heatmap_grid(points: list[dict], values: list, a: str, b: str) -> tuple[list[str], list[str], np.ndarray]:
+    """(labels of a, labels of b, grid[b, a]): each cell the mean over every run whose point
+    has those two values of the swept keys a and b, whatever its other swept values.
+    `values[i]` holds point i's per-run numbers (the runs that count); non-finite ones are
+    left out, as in the tables. A cell no run reaches is NaN."""
+    xs, ys = _axis([p[a] for p in points]), _axis([p[b] for p in points])
+    cells: list[list[list]] = [[[] for _ in xs] for _ in ys]
+    for point, v in zip(points, values):
+        cells[ys.index(show_value(point[b]))][xs.index(show_value(point[a]))] += list(np.ravel(v))
+    return xs, ys, np.array([[stats.mean_se(cell)[0] for cell in row] for row in cells], np.float64)
+
+
 def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, Callable[[], bytes]]]:
     """(file name, draw) for learning_curves.png, clip_fraction_by_epoch.png and, over the
     first two swept keys, heatmap_return.png and heatmap_kl.png."""
@@ -389,10 +366,9 @@ def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, C
     def learning_curves():
         fig, ax = plt.subplots(figsize=(8, 5))
         for i, point in enumerate(result.points):
-            ok = [k for k in result.point_runs(i) if not result.diverged[k]]
-            if ok:
-                curves = np.stack([result.metrics[k]["episode_return"] for k in ok])
-                _band(ax, np.arange(1, curves.shape[1] + 1) * result.batch_sizes[ok[0]], curves, label(point),
+            curves = kept_runs(result, i)[0]["episode_return"]
+            if len(curves):
+                _band(ax, np.arange(1, curves.shape[1] + 1) * result.configs[i].batch_size, curves, label(point),
                       lw=1.2)
         return _finish(fig, ax, 7, xlabel="environment steps", ylabel="episode return (mean ± s.e. over seeds)",
                        title=f"{result.base.env}: learning curves")
@@ -405,19 +381,19 @@ def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, C
         return _finish(fig, ax, 7, xlabel="epoch within an update",
                        ylabel="clip fraction (mean over updates and seeds)", title="How much each epoch is clipped")
 
-    def heatmap(key, title):
+    def heatmap(name, title):
+        values = []  # per point, each kept run's number
+        for i in range(len(result.points)):
+            metrics = kept_runs(result, i)[0]
+            values.append(stats.per_run(metrics)[name] if len(metrics["episode_return"]) else [])
         a, b = swept[0], swept[1]
-        xs, ys = _axis([p[a] for p in result.points]), _axis([p[b] for p in result.points])
-        grid = np.full((len(ys), len(xs)), np.nan)
-        for row, point in zip(rows, result.points):
-            # with more than two swept keys, average over the others
-            y, x = ys.index(show_value(point[b])), xs.index(show_value(point[a]))
-            grid[y, x] = row[key] if np.isnan(grid[y, x]) else np.nanmean([grid[y, x], row[key]])
+        xs, ys, grid = heatmap_grid(result.points, values, a, b)
         fig, ax = plt.subplots(figsize=(1.3 * len(xs) + 2.5, 0.9 * len(ys) + 2))
         image = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
         ax.set_xticks(range(len(xs)), xs)
         ax.set_yticks(range(len(ys)), ys)
-        ax.set(xlabel=a, ylabel=b, title=title)
+        others = swept[2:]
+        ax.set(xlabel=a, ylabel=b, title=title + (f" (mean over every run of {', '.join(others)})" if others else ""))
         for (y, x), value in np.ndenumerate(grid):
             ax.text(x, y, f"{value:.3g}", ha="center", va="center", color="w", fontsize=8)
         fig.colorbar(image, ax=ax)
@@ -426,6 +402,6 @@ def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, C
 
     plots = [("learning_curves.png", learning_curves), ("clip_fraction_by_epoch.png", clip_by_epoch)]
     if len(swept) >= 2:
-        plots += [("heatmap_return.png", lambda: heatmap("train_return", "final train return")),
-                  ("heatmap_kl.png", lambda: heatmap("mean_kl", "mean KL (k3)"))]
+        plots += [("heatmap_return.png", lambda: heatmap("final_return", "final train return")),
+                  ("heatmap_kl.png", lambda: heatmap("mean_kl_k3", "mean KL (k3)"))]
     return plots

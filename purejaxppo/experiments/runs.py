@@ -37,7 +37,7 @@ import numpy as np
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
 from purejaxppo.config import HParams, PPOConfig
 from purejaxppo.experiments.parallel import ShardedBuckets
-from purejaxppo.train import EVAL_MODES, PROGRESS_POINTS, Learner
+from purejaxppo.train import EVAL_MODES, PROGRESS_POINTS, Learner, TrainResult
 
 
 @dataclasses.dataclass
@@ -50,13 +50,6 @@ class RunSet:
     keys: np.ndarray
     hparams: HParams
     run_configs: list[PPOConfig]  # each run's own config (its hyperparameters), for the record
-
-
-@dataclasses.dataclass
-class SetResult:
-    state: object        # final LearnerState, leading run axis, numpy leaves
-    metrics: dict        # name -> [n, num_updates, ...]
-    evaluation: dict     # {"deterministic", "stochastic"} -> [n, episodes]; {} without evaluation
 
 
 @dataclasses.dataclass
@@ -171,8 +164,10 @@ class _Group:
 def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates: int | None = None,
             max_parallel: int | None = None, progress=None, checkpoints: Checkpoints | None = None,
             meta: dict | None = None, resume: bool = False,
-            on_group: Callable[[int, int], None] | None = None) -> tuple[dict[str, SetResult], Timings]:
-    """Run every group to the end -> ({run set name: SetResult}, Timings).
+            on_group: Callable[[int, int], None] | None = None) -> tuple[dict[str, TrainResult], Timings]:
+    """Run every group to the end -> ({run set name: its runs' TrainResult}, Timings): the final
+    states, the metrics ([n, num_updates, ...]) and the final policies' evaluation ([n, episodes];
+    {} without evaluation), each with the set's leading run axis and numpy leaves.
 
     Every group is compiled (and its memory checked) before any runs. With `checkpoints`,
     a checkpoint (every run set started so far: state and metrics; `meta` with the updates
@@ -208,7 +203,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
         timings.checkpoints += 1
         timings.checkpoint_bytes = checkpoints.last_save_bytes
 
-    results: dict[str, SetResult] = {}
+    results: dict[str, TrainResult] = {}
     with _Interrupts() as interrupts:
         for group in compiled:
             start = time.perf_counter()
@@ -237,7 +232,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
                 evaluation = group.evaluation(interrupts)
             timings.run_seconds += time.perf_counter() - start
             for s, state, parts, ev in zip(group.sets, group.states, group.metrics, evaluation):
-                results[s.name] = SetResult(state, _stack(parts), ev)
+                results[s.name] = TrainResult(state, _stack(parts), ev)
     timings.compiles = sum(len(group.programs) for group in compiled)
     timings.compile_seconds = sum(p.compile_seconds for group in compiled for p in group.programs)
     return results, timings

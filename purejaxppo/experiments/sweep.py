@@ -25,6 +25,7 @@ all buckets in the same single compiled program.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import itertools
 import math
@@ -40,6 +41,7 @@ from purejaxppo.errors import NO_VALUE
 from purejaxppo.experiments.checkpoint import Checkpoints
 from purejaxppo.experiments.diagnosis import DIAGNOSIS_DEFAULTS
 from purejaxppo.experiments.runs import RunSet, Timings, execute
+from purejaxppo.train import TrainResult
 
 DISTRIBUTIONS = ("uniform", "loguniform", "choice")
 SWEEP_KEYS = ("grid", "seeds", "random", "random_seed", "threshold", "eval_episodes", "diagnosis")
@@ -260,12 +262,15 @@ def run_index(point: int, seed: int, seeds: int) -> int:
 
 @dataclasses.dataclass
 class SweepResult:
+    """Every run of a sweep as it ran: each run set's results stacked over its runs (a leading
+    run axis), kept so from the run to the tables. `point(i)` (a point's runs) and `run(k)`
+    (one run) are slices of them, and so are `states[k]`, `metrics[k]`, `evaluation[k]`."""
+
     points: list[dict]                 # swept values of each point
+    configs: list[PPOConfig]           # each point's checked config
     runs: list[dict]                   # per run: {"point": i, "seed": s, **swept values}
-    states: list                       # per run: final LearnerState (numpy leaves)
-    metrics: list[dict]                # per run: metric name -> [num_updates, ...] numpy array
-    evaluation: list[dict]             # per run: {"deterministic", "stochastic"} -> [episodes]
-    batch_sizes: list[int]             # per run: env steps per update
+    run_sets: list[RunSet]             # the runs as they ran: one run set per compiled epoch count
+    outputs: dict[str, TrainResult]    # run set name -> its runs' results, stacked (numpy leaves)
     diverged: np.ndarray               # [runs] NaN or Inf in the losses or final parameters
     compiles: int
     compile_seconds: float
@@ -274,9 +279,57 @@ class SweepResult:
     base: PPOConfig
     timings: Timings
 
+    def __post_init__(self):
+        # run k -> (its run set's name, its place on that set's run axis)
+        self._where = {k: (s.name, j) for s in self.run_sets for j, k in enumerate(s.runs)}
+
     def point_runs(self, point: int) -> range:
-        """The indices of point `point`'s runs (one per seed) in `runs`, `metrics`, ..."""
+        """The indices of point `point`'s runs (one per seed) in `runs`, `diverged`, ..."""
         return range(point * self.spec.seeds, (point + 1) * self.spec.seeds)
+
+    def point(self, point: int) -> TrainResult:
+        """Point `point`'s runs, one per seed in seed order, stacked: a slice of the run set that
+        ran them (a point's seeds are neighbours on its run axis)."""
+        name, j = self._where[self.point_runs(point)[0]]
+        return jax.tree.map(lambda x: x[j:j + self.spec.seeds], self.outputs[name])
+
+    def run(self, k: int) -> TrainResult:
+        """Run k alone (no run axis): what `make_train` of its config returns for its key."""
+        if not -len(self.runs) <= k < len(self.runs):
+            raise IndexError(f"run {k} of a sweep of {len(self.runs)} runs")
+        name, j = self._where[k % len(self.runs)]
+        return jax.tree.map(lambda x: x[j], self.outputs[name])
+
+    @property
+    def states(self) -> _PerRun:
+        """states[k]: run k's final LearnerState."""
+        return _PerRun(self, "state")
+
+    @property
+    def metrics(self) -> _PerRun:
+        """metrics[k]: run k's metrics, name -> [num_updates, ...]."""
+        return _PerRun(self, "metrics")
+
+    @property
+    def evaluation(self) -> _PerRun:
+        """evaluation[k]: run k's final policy on fresh episodes, {"deterministic", "stochastic"} -> [episodes]."""
+        return _PerRun(self, "evaluation")
+
+
+class _PerRun(collections.abc.Sequence):
+    """One part of every run (`state`, `metrics` or `evaluation`), read run by run: item k is
+    sliced out of the stacked results when asked for."""
+
+    def __init__(self, result: SweepResult, part: str):
+        self._result, self._part = result, part
+
+    def __len__(self) -> int:
+        return len(self._result.runs)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self)))]
+        return getattr(self._result.run(k), self._part)
 
 
 def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | None = None, *,
@@ -329,30 +382,19 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
         if on_group is not None:
             on_group(g, len(groups), groups[g], runs)
 
-    results, timings = execute(run_sets, eval_episodes=spec.eval_episodes, chunk_updates=checkpoint_every,
+    outputs, timings = execute(run_sets, eval_episodes=spec.eval_episodes, chunk_updates=checkpoint_every,
                                max_parallel=max_parallel, progress=progress, checkpoints=checkpoints, meta=meta,
                                resume=resume, on_group=group_starts)
 
-    runs: list[dict | None] = [None] * n_runs
-    states: list = [None] * n_runs
-    metrics: list[dict | None] = [None] * n_runs
-    evaluation: list[dict | None] = [None] * n_runs
-    batch_sizes = [0] * n_runs
+    runs = [{"point": i, "seed": first_seed + s, **points[i]} for i in range(len(points)) for s in range(spec.seeds)]
     diverged = np.zeros(n_runs, bool)
     for run_set in (s for sets in run_sets for s in sets):
-        out = results[run_set.name]
+        out = outputs[run_set.name]
         finite_params = np.all([np.all(np.isfinite(x), axis=tuple(range(1, x.ndim)))
                                 for x in jax.tree.leaves(out.state.params)], axis=0)
         finite_loss = np.all(np.isfinite(out.metrics["total_loss"]), axis=1)
-        for j, k in enumerate(run_set.runs):
-            i, s = divmod(k, spec.seeds)  # the inverse of run_index
-            runs[k] = {"point": i, "seed": first_seed + s, **points[i]}
-            states[k] = jax.tree.map(lambda x: x[j], out.state)
-            metrics[k] = {name: v[j] for name, v in out.metrics.items()}
-            evaluation[k] = {name: v[j] for name, v in out.evaluation.items()}
-            batch_sizes[k] = run_set.config.batch_size
-            diverged[k] = not (finite_params[j] and finite_loss[j])
-    return SweepResult(points, runs, states, metrics, evaluation, batch_sizes, diverged, len(groups),
+        diverged[run_set.runs] = ~(finite_params & finite_loss)
+    return SweepResult(points, configs, runs, [s for sets in run_sets for s in sets], outputs, diverged, len(groups),
                        timings.compile_seconds, timings.run_seconds, spec, cfg, timings)
 
 

@@ -1,9 +1,9 @@
-"""The benchmarks timing suite: a registry of cases, one timing helper, one results writer.
+"""The timing suite's harness: what a case is, one timing helper, running cases, one results writer.
 
     python -m benchmarks [--quick] [--cases scaling,limit,...] [--rounds N] [--out DIR]
 
-A case (benchmarks/suite_cases.py) is one small definition: a name, a title, sizes for
---quick and for the full run, and a function that turns those sizes into groups. A group
+A case (the list `CASES` in benchmarks/cases.py) is one small definition: a name, a title, sizes
+for --quick and for the full run, and a function that turns those sizes into groups. A group
 is one comparison: contenders that run the same amount of work (env steps), compiled
 first and then timed in interleaved rounds (A B C A B C ...), so that slow drift of the
 machine hits all of them alike. Each contender's `build()` compiles its program with
@@ -24,7 +24,8 @@ hardware is a short slug (cpu2 for a 2-core CPU, h200 for an H200), and the head
 each file gives the hardware, package versions and date every absolute number belongs to.
 
 This module imports neither JAX nor purejaxppo at import time (its logic is unit-tested
-without compiling anything); the cases are in benchmarks/suite_cases.py.
+without compiling anything), nor any case: `main` runs the cases it is given
+(benchmarks/__main__.py gives it benchmarks/cases.py's list).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ MIN_ROUNDS = 3
 
 
 # --------------------------------------------------------------------------------------
-# the registry
+# what a case is
 class Skip(Exception):
     """Raised by a contender's build(): it cannot run here (the message says why)."""
 
@@ -102,15 +103,14 @@ class Case:
     summarize: Callable[[dict], str] | None = None  # case result -> a markdown paragraph (which bound, ...)
 
 
-REGISTRY: dict[str, Case] = {}
-
-
-def register(case: Case, registry: dict[str, Case] | None = None) -> Case:
-    registry = REGISTRY if registry is None else registry
-    if case.name in registry:
-        raise ValueError(f"case {case.name!r} registered twice")
-    registry[case.name] = case
-    return case
+def by_name(cases) -> dict[str, Case]:
+    """{name: case} in the list's order; two cases of one name are refused."""
+    named: dict[str, Case] = {}
+    for case in cases:
+        if case.name in named:
+            raise ValueError(f"two cases are named {case.name!r}")
+        named[case.name] = case
+    return named
 
 
 # --------------------------------------------------------------------------------------
@@ -421,10 +421,11 @@ def machine_info() -> dict:
 
 # --------------------------------------------------------------------------------------
 # results
-def write_results(run: dict, out_dir: Path, registry: dict[str, Case] | None = None, plots: bool = True) -> dict:
+def write_results(run: dict, out_dir: Path, cases: list[Case], plots: bool = True) -> dict:
     """<out_dir>/<date>-<hardware>-suite[-quick][-<case>+<case> for a subset].{md,json} and
-    <stem>-<case>.png; returns the paths."""
-    registry = REGISTRY if registry is None else registry
+    <stem>-<case>.png; returns the paths. `cases`: the definitions (plots, explanations) of
+    the cases in `run`."""
+    registry = by_name(cases)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{run['date']}-{run['machine']['hardware']}-suite" + ("-quick" if run["quick"] else "")
     if run.get("subset"):
@@ -443,7 +444,7 @@ def write_results(run: dict, out_dir: Path, registry: dict[str, Case] | None = N
             except Exception as e:  # noqa: BLE001 - a missing matplotlib costs the plot only
                 run.setdefault("notes", []).append(f"plot for {case['name']} not written: {type(e).__name__}: {e}")
     run["files"] = {k: p.name for k, p in paths.items()}
-    paths["md"].write_text(render_markdown(run, registry))
+    paths["md"].write_text(render_markdown(run, cases))
     paths["json"].write_text(json.dumps(run, indent=1, default=str))
     return paths
 
@@ -454,8 +455,8 @@ def label(run: dict) -> str:
             f"{m.get('device_kind')}), jax {v.get('jax', '?')}, purejaxppo {v.get('purejaxppo', '?')}, {run['date']}")
 
 
-def render_markdown(run: dict, registry: dict[str, Case] | None = None) -> str:
-    registry = REGISTRY if registry is None else registry
+def render_markdown(run: dict, cases: list[Case]) -> str:
+    registry = by_name(cases)
     m = run["machine"]
     md = [f"# purejaxppo benchmark suite — {run['date']} — {m['hardware']}", "",
           f"- command: `{run['command']}` (cwd: repo root)",
@@ -544,13 +545,13 @@ def run_case(case: Case, mode: str, rounds: int, warmup: int, log, **timing) -> 
     return result
 
 
-def parse_args(argv, registry):
+def parse_args(argv, names: list[str]):
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="CPU-sized points (within 10 minutes on 2 cores)")
     size.add_argument("--gpu", action="store_true",
                       help="accelerator-sized points (one GPU, about 8 minutes; benchmarks/gpu.sh installs and runs it)")
-    p.add_argument("--cases", default=None, help="comma-separated subset of: " + ",".join(registry))
+    p.add_argument("--cases", default=None, help="comma-separated subset of: " + ",".join(names))
     p.add_argument("--rounds", type=int, default=None,
                    help=f"interleaved rounds per group (default {MIN_ROUNDS}; at least {MIN_ROUNDS}, "
                         f"{QUICK_MIN_ROUNDS} allowed with --quick)")
@@ -562,16 +563,13 @@ def parse_args(argv, registry):
     return p.parse_args(argv)
 
 
-def main(argv: list[str] | None = None, registry: dict[str, Case] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if registry is None:
-        from benchmarks import suite_cases  # noqa: F401  (registers the cases)
-
-        registry = REGISTRY
-    a = parse_args(argv, registry)
+def main(argv: list[str], cases: list[Case]) -> int:
+    """`python -m benchmarks` with options `argv`, choosing among `cases` (by default all, in order)."""
+    registry = by_name(cases)
+    a = parse_args(argv, list(registry))
     if a.replot:
         run = json.loads(Path(a.replot).read_text())
-        paths = write_results(run, Path(a.out), registry, plots=not a.no_plots)
+        paths = write_results(run, Path(a.out), cases, plots=not a.no_plots)
         print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
         return 0
     names = list(registry) if not a.cases else [c.strip() for c in a.cases.split(",") if c.strip()]
@@ -609,7 +607,7 @@ def main(argv: list[str] | None = None, registry: dict[str, Case] | None = None)
         run["cases"].append(result)
     run["finished"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     run["wall_s"] = time.perf_counter() - t0
-    paths = write_results(run, Path(a.out), registry, plots=not a.no_plots)
+    paths = write_results(run, Path(a.out), cases, plots=not a.no_plots)
     print(paths["md"].read_text())
     log("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0
@@ -618,10 +616,3 @@ def main(argv: list[str] | None = None, registry: dict[str, Case] | None = None)
 def summary_for(case: Case, result: dict) -> str:
     return case.summarize(result) if case.summarize else ""
 
-
-if __name__ == "__main__":
-    # Run the imported module's main, so that the cases register into the registry it reads
-    # (as `python -m benchmarks.suite` this file is __main__, a second copy of the module).
-    from benchmarks.suite import main as _main
-
-    sys.exit(_main())

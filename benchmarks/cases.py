@@ -1,7 +1,7 @@
-"""The suite's cases (issue 9, part 1, first slice): scaling, limit, fusion, overheads.
+"""The timing suite's cases, in the order they run: `CASES` at the end lists them.
 
-Each `register(Case(...))` below is one case: its sizes for --quick and for the full run,
-and a function from those sizes to groups of contenders (see benchmarks/suite.py).
+Each `Case(...)` below is one case: its sizes for --quick and for the full run, and a
+function from those sizes to groups of contenders (see benchmarks/harness.py).
 Everything runs in this process on JAX's default device (one CPU device here: no
 --xla_force_host_platform_device_count), one program per contender.
 """
@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import purejaxppo as ppo
-from benchmarks.suite import Case, Contender, Group, Prepared, Skip, compile_timed, plot_title, register
+from benchmarks.harness import Case, Contender, Group, PeerProcess, Prepared, Skip, compile_timed, plot_title
 from purejaxppo.experiments.runs import progress_chunk
 from purejaxppo.train import Learner
 
@@ -184,7 +184,7 @@ def scaling_summary(result):
     return "\n".join(lines)
 
 
-register(Case(
+SCALING = Case(
     name="scaling",
     title="env steps/s against parallel runs (compile excluded)",
     sizes={"quick": {"envs": ["CartPole-v1", "Breakout-MinAtar", "brax/fast"], "runs": [1, 16],
@@ -201,7 +201,7 @@ register(Case(
     explain="Each point: `jax.jit(jax.vmap(purejaxppo.make_train(cfg)))` on `jax.random.split(key, runs)`, "
             "one program; per-run timesteps shrink as runs grow (a cell takes seconds), steps/s counts every "
             "run's env steps. Ratios: speed against 1 run (steps/s ratio). Full mode stops adding points once "
-            "one untimed probe run of a point exceeds the time cap (later points reported as skipped)."))
+            "one untimed probe run of a point exceeds the time cap (later points reported as skipped).")
 
 
 # ======================================================================================
@@ -385,7 +385,7 @@ def limit_summary(result):
     return "\n".join(lines)
 
 
-register(Case(
+LIMIT = Case(
     name="limit",
     title="the environment alone and the networks alone against the full update (CartPole; full: + Breakout)",
     sizes={"quick": {"envs": ["CartPole-v1"], "runs": [4], "updates": 32},
@@ -394,7 +394,7 @@ register(Case(
            "gpu": {"envs": ["CartPole-v1"], "runs": [2048], "updates": 100}},
     groups=limit_groups, ratio="share", summarize=limit_summary,
     explain="Same env steps in each contender of a group. The ratio column is each contender's time as a "
-            "fraction of the full update's (per round, median). The larger of env / networks bounds the case."))
+            "fraction of the full update's (per round, median). The larger of env / networks bounds the case.")
 
 
 # ======================================================================================
@@ -463,11 +463,11 @@ def fusion_summary(result):
     return "\n".join(lines)
 
 
-register(Case(
+FUSION = Case(
     name="fusion",
     title="what fusion buys: a Python loop of jitted one-update calls against the fused program",
     sizes={"quick": {"runs": [1], "updates": 100}, "full": {"runs": [1, 16], "updates": 200}},
-    groups=lambda sizes: [fusion_group(sizes, r) for r in sizes["runs"]], summarize=fusion_summary))
+    groups=lambda sizes: [fusion_group(sizes, r) for r in sizes["runs"]], summarize=fusion_summary)
 
 
 # ======================================================================================
@@ -534,18 +534,18 @@ def overhead_summary(result):
     return "\n".join(lines)
 
 
-register(Case(
+OVERHEADS = Case(
     name="overheads",
     title="overheads: max_epochs 10 running 4 vs compiled for 4; progress callback on vs off; progress from the host",
     sizes={"quick": {"runs": [4], "updates": 32}, "full": {"runs": [1, 16], "updates": 128}},
-    groups=overhead_groups, summarize=overhead_summary))
+    groups=overhead_groups, summarize=overhead_summary)
 
 
 # ======================================================================================
 # d. peers: the same PPO on CartPole-v1 in PureJaxRL, rejax and Stable-Baselines3, side by side
 PEER_SCRIPT = Path(__file__).resolve().parent / "peer.py"
 # name -> (what, the venv variable and its default, the module its python must import, extra PYTHONPATH)
-PEERS = {
+PEER_KINDS = {
     "ours": ("purejaxppo, jax.jit(jax.vmap(make_train(cfg))) on one device, compiled with "
              "purejaxppo.compiler_options() (the CLI's)", None, "purejaxppo", ()),
     "ours-cores": ("purejaxppo, the seed axis sharded over one host device per core (ShardedRuns: the CLI's path)",
@@ -568,7 +568,7 @@ def peer_python(name: str) -> tuple[str, dict]:
     import os
     import sys
 
-    _, venv, module, path = PEERS[name]
+    _, venv, module, path = PEER_KINDS[name]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     if path:  # PureJaxRL: a checkout, not a package; its ppo.py does `from wrappers import ...`
@@ -590,8 +590,6 @@ def peer_python(name: str) -> tuple[str, dict]:
 
 
 def peer_contender(name: str, seeds: int, timesteps: int, settings: dict | None = None) -> Contender:
-    from benchmarks.suite import PeerProcess
-
     settings = {"total_timesteps": timesteps} if settings is None else settings
 
     def build():
@@ -601,7 +599,7 @@ def peer_contender(name: str, seeds: int, timesteps: int, settings: dict | None 
         return proc.prepare(steps=seeds * timesteps, info={"runs": seeds, "total_timesteps": timesteps,
                                                            "python": python})
 
-    return Contender(name, PEERS[name][0], build)
+    return Contender(name, PEER_KINDS[name][0], build)
 
 
 def peer_groups(sizes):
@@ -652,7 +650,7 @@ def peer_summary(result):
     return "\n".join(lines)
 
 
-register(Case(
+PEERS = Case(
     name="peers",
     title="peers side by side: PureJaxRL, rejax, Stable-Baselines3 on CartPole-v1; full: Brax's trainer on brax/fast",
     sizes={"quick": {"seeds": [1, 16], "timesteps": {"1": 65536, "16": 16384}, "sb3_timesteps": 8192,
@@ -662,7 +660,7 @@ register(Case(
     groups=peer_groups, summarize=peer_summary,
     explain="Ratios: each peer's steps/s against the group's baseline (PureJaxRL; Brax's trainer for brax/fast) in "
             "the same round (> 1: faster). "
-            "A peer that is not installed here or fails is reported as skipped with the reason."))
+            "A peer that is not installed here or fails is reported as skipped with the reason.")
 
 
 # ======================================================================================
@@ -693,8 +691,12 @@ def headline_summary(result):
     return "\n".join(lines)
 
 
-register(Case(
+HEADLINE = Case(
     name="headline",
     title="many whole CartPole runs at once (GPU: 2048 seeds x 5e5 steps), wall time including compile",
     sizes={"full": {"runs": 8}, "gpu": {"runs": 2048, "target_s": 30}},
-    groups=headline_groups, summarize=headline_summary))
+    groups=headline_groups, summarize=headline_summary)
+
+
+# every case, in the order `python -m benchmarks` runs them (--cases picks some by name)
+CASES = [SCALING, LIMIT, FUSION, OVERHEADS, PEERS, HEADLINE]
