@@ -6,7 +6,7 @@ they are imported the first time they are asked for, so importing the core
 
 import importlib
 
-from purejaxppo import distributions, losses
+from purejaxppo import distributions, envs, losses, networks
 from purejaxppo.compiler import compiler_options
 from purejaxppo.config import ConfigError, HParams, PPOConfig, check_config, load_config, make_config
 from purejaxppo.envs import make_env
@@ -20,8 +20,8 @@ _LAZY = {"load": "purejaxppo.experiments.folder", "sweep": "purejaxppo.experimen
          "SweepResult": "purejaxppo.experiments.sweep"}
 
 __all__ = ["ConfigError", "HParams", "check_config", "Learner", "LearnerState", "PPOConfig", "SweepResult",
-           "TrainResult", "compiler_options", "distributions", "gae", "load", "load_config", "losses", "make_config",
-           "make_env", "make_policy", "make_train", "sweep"]
+           "TrainResult", "compiler_options", "distributions", "envs", "gae", "load", "load_config", "losses",
+           "make_config", "make_env", "make_policy", "make_train", "networks", "sweep"]
 
 
 def __getattr__(name: str):

@@ -11,6 +11,9 @@ either, it is `{}`.
 
 A recurrent policy's memory (its carry) is passed in and returned by every call; a
 fresh episode starts from `initial_carry`. Without memory the carry is `()`.
+
+An agent on an environment with action masks (and `mask_actions`) is `masked`: every call
+takes the allowed actions as `mask`, and its distribution is over those alone.
 """
 
 from __future__ import annotations

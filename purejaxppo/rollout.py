@@ -28,9 +28,9 @@ class Transition:
 
 
 def rollout(env, policy, env_state, obs, key, num_steps, resets="per_step", carry=(), initial_carry=()):
-    """Run `policy(carry, obs, key, mask=mask) -> (carry, env_action, action, log_prob,
-    value)` for num_steps; `mask` is what `env.action_mask` allows in each env's state
-    (None for an environment without masks).
+    """Run `policy(carry, obs, key) -> (carry, env_action, action, log_prob, value)` for
+    num_steps; for an environment with action masks, `policy(carry, obs, key, mask=...)`
+    with what `env.action_mask` allows in each env's state.
 
     `env` is an `AutoReset` environment. A policy with memory passes its `carry` from one
     step to the next; where an episode ended it restarts at `initial_carry` (both () for a
@@ -65,15 +65,16 @@ def rollout(env, policy, env_state, obs, key, num_steps, resets="per_step", carr
             reset = jax.vmap(env.reset)(reset)
         elif resets == "per_rollout":
             reset = fresh
-        mask = jax.vmap(env.action_mask)(env_state) if env.has_action_mask else None
-        carry, env_action, action, log_prob, value = policy(carry, obs, act_key, mask=mask)
+        mask = jax.vmap(env.action_mask)(env_state) if env.has_action_mask else ()
+        masked = {"mask": mask} if env.has_action_mask else {}
+        carry, env_action, action, log_prob, value = policy(carry, obs, act_key, **masked)
         next_obs, env_state, reward, terminated, truncated, info = jax.vmap(env.step)(
             step_keys, env_state, env_action, reset)
         transition = Transition(
             obs=obs, action=action, log_prob=log_prob, value=value, reward=reward,
             terminated=terminated, truncated=truncated, final_obs=info["final_observation"],
             episode_done=info["episode_done"], episode_return=info["episode_return"],
-            episode_length=info["episode_length"], hidden=carry, action_mask=() if mask is None else mask)
+            episode_length=info["episode_length"], hidden=carry, action_mask=mask)
         carry = restart(carry, initial_carry, info["episode_done"])
         return (env_state, next_obs, carry), transition
 

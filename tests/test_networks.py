@@ -176,6 +176,15 @@ def test_a_cnn_torso_reads_image_observations_in_their_shape():
     assert gru.init(jax.random.PRNGKey(0)).params["params"]["encoder"]["kernel"].shape == (3 * 3 * 4, 8)
 
 
+def test_a_cnn_torso_reads_xland_minigrid_views():
+    pytest.importorskip("xminigrid")
+    cfg = ppo.make_config(dict(TINY, env="xminigrid/MiniGrid-Empty-5x5", torso="cnn", cnn_channels=[8, 8]))
+    learner = ppo.Learner(cfg)
+    assert learner.env.obs_shape == (7, 7, 2)
+    params = jax.eval_shape(learner.init, jax.random.PRNGKey(0)).params["params"]
+    assert params["actor"]["Dense_0"]["kernel"].shape == (3 * 3 * 8, 64)  # 7 -> 5 -> 3
+
+
 @pytest.mark.learning
 def test_a_user_flax_network_trains_cartpole_to_a_greedy_475_from_python_and_from_the_cli(tmp_path):
     """The reference CartPole config with the user's own two-tower module in place of the

@@ -23,9 +23,7 @@ class Wrapper:
         self.has_action_mask = getattr(env, "has_action_mask", hasattr(env, "action_mask"))
 
     def action_mask(self, state):
-        """The actions allowed in `state` (an environment without a mask: all of them)."""
-        if not self.has_action_mask:
-            return jnp.ones((self.action_space.num_actions,), jnp.bool_)
+        """The actions the wrapped environment allows in `state` (where `has_action_mask`)."""
         return self.env.action_mask(self._inner(state))
 
     def _inner(self, state):
