@@ -473,21 +473,26 @@ FUSION = Case(
 # ======================================================================================
 # e. overheads
 def chunked_train(cfg, runs: int, chunk: int) -> Prepared:
-    """What the CLI runs for live progress: `Learner.run` of `chunk` updates, called from Python
-    num_updates / chunk times, the host reading every run's last return after each chunk."""
+    """What the CLI runs for live progress: `Learner.run` of `chunk` updates called from Python
+    until the run is done (a shorter last chunk is a program of its own, as in runs.execute),
+    the host reading every run's last return after each chunk."""
     learner = Learner(cfg)
     state0 = jax.block_until_ready(jax.jit(jax.vmap(learner.init))(keys_for(runs)))
-    one, compile_s = compile_timed(jax.vmap(lambda s: learner.run(s, None, chunk)), state0)
+    sizes = [chunk] * (cfg.num_updates // chunk) + ([cfg.num_updates % chunk] if cfg.num_updates % chunk else [])
+    programs, compile_s = {}, 0.0
+    for size in sorted(set(sizes)):
+        programs[size], seconds = compile_timed(jax.vmap(lambda s, size=size: learner.run(s, None, size)), state0)
+        compile_s += seconds
 
     def run():
         state = state0
-        for _ in range(cfg.num_updates // chunk):
-            state, _ = one(state)
+        for size in sizes:
+            state, _ = programs[size](state)
             np.asarray(state.last_episode_return)
         jax.block_until_ready(state)
 
     return Prepared(run, steps=runs * cfg.num_updates * cfg.batch_size, compile_s=compile_s,
-                    info={"runs": runs, "chunks": cfg.num_updates // chunk})
+                    info={"runs": runs, "chunks": len(sizes), "programs": len(programs)})
 
 
 def overhead_groups(sizes):
@@ -516,7 +521,8 @@ def overhead_group(sizes, runs):
                   Contender("progress callback on", "make_train(cfg, progress=lambda *a: None-like counter)",
                             with_progress),
                   Contender("progress from the host", f"the CLI's way: chunks of {chunk} updates "
-                            "(runs.progress_chunk), the host reading the returns after each",
+                            "(runs.progress_chunk, a shorter last one if they do not divide the run), "
+                            "the host reading the returns after each",
                             lambda: chunked_train(plain, runs, chunk))],
                  baseline="plain (compiled for 4 epochs)",
                  notes=[f"{plain.num_updates} updates x {plain.batch_size} steps per run; ratio < 1: slower "

@@ -2,6 +2,7 @@
 its programs from the cache (and computes the same numbers, without jaxlib's false alarms
 about machine features on stderr); --no-cache writes none."""
 
+import math
 import os
 import subprocess
 import sys
@@ -51,4 +52,8 @@ def test_progress_chunks_divide_the_run_into_between_half_and_twice_progress_poi
     for n in (1, 7, 50, 976, 1000, 3906, 2**20):
         k = progress_chunk(n, points=25)
         assert n % k == 0 and min(n, 12.5) <= n // k <= 50
-    assert progress_chunk(97, points=25) is None        # prime: the learner reports from inside the program
+    # no divisor fits (a prime above 50): 25 chunks of 4 updates, the last of 1 (a program of its own)
+    assert progress_chunk(97, points=25) == 4
+    for n in (53, 97, 1009, 7919, 2 * 7919):
+        k = progress_chunk(n, points=25)
+        assert 12.5 <= math.ceil(n / k) <= 25

@@ -217,3 +217,19 @@ def test_heatmap_cell_is_the_mean_over_every_run_of_its_two_values():
     assert heatmap_grid(three, [[3.0], [6.0], [12.0]], "clip_eps", "update_epochs")[2][0, 0] == 7.0
     # a cell whose every run diverged is empty: NaN, not 0
     assert np.isnan(heatmap_grid(three[:1], [[]], "clip_eps", "update_epochs")[2][0, 0])
+
+
+@pytest.mark.slow  # compiles whole training programs three times
+def test_progress_is_reported_from_the_host_between_chunks_and_a_remainder_chunk_is_its_own_program():
+    # 53 updates, a prime above 2 x PROGRESS_POINTS: chunks of 3, the last of 2; no program holds a callback
+    base = ppo.make_config({**BASE, "total_timesteps": 4 * 16 * 53})
+    spec = make_spec({"seeds": 2, "eval_episodes": 0})
+    reports = []
+    reported = sweep(base, spec=spec, progress=lambda updates, ret: reports.append((updates, float(ret))))
+    assert [updates for updates, _ in reports] == [u for u in [*range(3, 52, 3), 53] for _ in range(2)]
+    assert reported.timings.compiles == 3  # init, the chunk of 3 updates, the chunk of 2
+    whole = sweep(base, spec=spec)
+    assert whole.timings.compiles == 2  # init, the whole run
+    for k in range(2):  # chunks equal one piece, bit for bit
+        chex.assert_trees_all_equal(reported.run(k), whole.run(k))
+        assert reports[-2 + k][1] == pytest.approx(float(whole.run(k).metrics["episode_return"][-1]), nan_ok=True)

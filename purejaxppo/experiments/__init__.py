@@ -1,3 +1,3 @@
 """The experiment side, above the core: many runs as one program (parallel, runs), checkpoints,
-sweeps, statistics, diagnosis, reports, live logging and the command line. It imports the
+run folders, sweeps, statistics, diagnosis, reports, live logging and the command line. It imports the
 core (purejaxppo.*); the core never imports it."""

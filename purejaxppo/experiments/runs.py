@@ -14,18 +14,19 @@ episodes; called twice, greedy then sampled: one program, half the size of two).
 streams and the update counter, a run in chunks equals the run in one piece, and a
 resumed run equals the run never interrupted (same device layout), bit for bit.
 
-Live progress is reported from the host between chunks when it can be: without
-`chunk_updates`, the run is cut into chunks of a divisor of its updates giving between
-PROGRESS_POINTS / 2 and 2 x PROGRESS_POINTS reports (one program still), and `progress(updates_done, episode_return)`
-is called per run after each. Programs without a host callback inside are written to JAX's
-persistent compilation cache, so that a second run of the same config skips XLA's
-compile. Where no divisor fits (a prime number of updates, or `chunk_updates` too coarse),
-the learner reports from inside the program instead (`train.Learner`'s `progress`).
+Live progress is reported from the host, between chunks: `progress(updates_done,
+episode_return)` is called per run after each chunk. With `chunk_updates` the chunks are
+the checkpoints'; without it, a run with `progress` is cut into `progress_chunk` chunks,
+between PROGRESS_POINTS / 2 and 2 x PROGRESS_POINTS of them (a divisor of the updates where
+one fits: one program; else a shorter last chunk, a program of its own). No program holds
+a host callback, so each is written to JAX's persistent compilation cache and a second run
+of the same config skips XLA's compile.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import signal
 import threading
 import time
@@ -103,13 +104,15 @@ def _stack(parts: list[dict]) -> dict:
     return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *parts)
 
 
-def progress_chunk(num_updates: int, points: int = PROGRESS_POINTS) -> int | None:
-    """The chunk of updates between host-side progress reports: the largest divisor of
-    `num_updates` (the fewest chunks, each one dispatch from the host) giving between
-    min(num_updates, points / 2) and 2 x points chunks; None when no divisor does."""
+def progress_chunk(num_updates: int, points: int = PROGRESS_POINTS) -> int:
+    """The chunk of updates between progress reports: the largest divisor of `num_updates`
+    (the fewest chunks, each one dispatch from the host, all one program) giving between
+    min(num_updates, points / 2) and 2 x points chunks; where none does (a prime number of
+    updates above 2 x points), ceil(num_updates / points): at most `points` chunks and at
+    least points / 2, the last one shorter (a program of its own)."""
     low, high = min(num_updates, points / 2), 2 * points
     fitting = [k for k in range(1, num_updates + 1) if num_updates % k == 0 and low <= num_updates // k <= high]
-    return max(fitting, default=None)
+    return max(fitting, default=math.ceil(num_updates / points))
 
 
 class _Group:
@@ -118,13 +121,12 @@ class _Group:
     def __init__(self, sets: list[RunSet], chunk_updates, eval_episodes, max_parallel, progress):
         self.sets = sets
         self.num_updates = sets[0].config.num_updates
+        # progress is reported from the host after each chunk: the checkpoints' chunks, or progress_chunk's
+        if chunk_updates is None and progress is not None:
+            chunk_updates = progress_chunk(self.num_updates)
         self.chunk = min(chunk_updates or self.num_updates, self.num_updates)
-        # progress from the host between chunks, or else from inside the program
-        self.host_progress = None
-        host_chunk = progress_chunk(self.num_updates) if progress is not None and chunk_updates is None else None
-        if host_chunk is not None:
-            self.host_progress, self.chunk, progress = progress, host_chunk, None
-        self.learners = [Learner(s.config, progress) for s in sets]
+        self.progress = progress
+        self.learners = [Learner(s.config) for s in sets]
         self.max_parallel = max_parallel
         self.init = ShardedBuckets([(learner.init, (s.keys,)) for learner, s in zip(self.learners, sets)],
                                    chunk=max_parallel)
@@ -218,10 +220,10 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
                 for parts, (_, metrics) in zip(group.metrics, outs):
                     parts.append(metrics)
                 group.updates_done += updates
-                if group.host_progress is not None:
+                if group.progress is not None:
                     for state in group.states:
                         for ret in np.asarray(state.last_episode_return).reshape(-1):
-                            group.host_progress(group.updates_done, ret)
+                            group.progress(group.updates_done, ret)
                 timings.run_seconds += time.perf_counter() - start
                 if checkpoints is not None and (chunk_updates or group.updates_done == group.num_updates):
                     save()

@@ -348,7 +348,8 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
 
     With `checkpoints`, the full state of every run is saved at the end, and after every
     `checkpoint_every` updates (`meta` saved beside it); `resume` continues from the
-    newest complete checkpoint. `progress`: see `train.Learner`."""
+    newest complete checkpoint. `progress(updates_done, episode_return)` is called on the
+    host per run after each chunk of updates (`runs.execute`)."""
     if spec is None:
         spec = make_spec(grid=grid, seeds=seeds)
     elif grid is not None or seeds is not None:
