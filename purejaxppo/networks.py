@@ -37,6 +37,7 @@ import jax.numpy as jnp
 
 from purejaxppo.distributions import Categorical, DiagGaussian
 from purejaxppo.errors import ConfigError
+from purejaxppo.rollout import restart
 
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "swish": nn.swish}
 HIDDEN_GAIN = math.sqrt(2)
@@ -249,8 +250,7 @@ class Network:
         def step(h, inputs):
             x, ended = inputs
             out, value, h = self._step(params, h, x)
-            h = jax.tree.map(lambda f, c: jnp.where(ended.reshape((-1,) + (1,) * (c.ndim - 1)), f, c), fresh, h)
-            return h, (out, value)
+            return restart(h, fresh, ended), (out, value)
 
         _, (out, value) = jax.lax.scan(step, carry, (jnp.swapaxes(obs, 0, 1), jnp.swapaxes(done, 0, 1)))
         return self._distribution(params, jnp.swapaxes(out, 0, 1)), jnp.swapaxes(value, 0, 1)
