@@ -37,8 +37,9 @@ def test_train_keeps_the_numbers_saved_before_the_learner_state(case):
     """tests/data/train_reference.npz (see make_train_reference.py for its history): parameters
     and losses agree to float rounding (optax's global-norm clip computes (g / norm) * max_norm
     where the first reference's code computed g * (max_norm / norm)); episodes, keys and
-    evaluation exactly, but Pendulum's evaluation returns: sums of 200 float rewards, which
-    jax 0.11's XLA adds in another order than 0.9's did (a relative 3e-7)."""
+    evaluation exactly, but Pendulum's evaluation returns: 200 steps of a continuous system
+    whose float rounding differs between jax 0.9's XLA and 0.11's (a relative 6e-6 in one
+    sampled episode of the file written with 0.11, 3e-7 in the file written with 0.9)."""
     reference = np.load(Path(__file__).parent / "data" / "train_reference.npz")
     got = flat(jax.jit(ppo.make_train(ppo.make_config(CASES[case]), eval_episodes=4))(jax.random.PRNGKey(3)))
     names = [n[len(case) + 1:] for n in reference.files if n.startswith(case + "/")]
@@ -46,7 +47,7 @@ def test_train_keeps_the_numbers_saved_before_the_learner_state(case):
     for name in names:
         expected = reference[f"{case}/{name}"]
         if name.startswith("evaluation") and case == "pendulum":
-            np.testing.assert_allclose(got[name], expected, rtol=1e-6, err_msg=name)
+            np.testing.assert_allclose(got[name], expected, rtol=2e-5, err_msg=name)
         elif name.startswith(("evaluation", "key")) or name in ("metrics/episode_return", "metrics/episodes_finished",
                                                                 "metrics/epochs_run", "metrics/learning_rate"):
             np.testing.assert_array_equal(got[name], expected, err_msg=name)

@@ -74,11 +74,12 @@ def test_training_with_the_mask_never_acts_invalidly_and_its_first_ratio_is_exac
     assert np.any(np.asarray(unmasked.evaluation["stochastic"]) < 0)
 
 
-def test_a_recurrent_masked_policy_replays_its_sequences_exactly(corridor):
+def test_a_recurrent_masked_policy_replays_its_sequences(corridor):
     cfg = ppo.make_config(dict(TINY, env=corridor, policy="gru", gru_size=8, hidden_sizes=[8]))
     learner = ppo.Learner(cfg)
     _, metrics = jax.jit(learner.run)(learner.init(jax.random.PRNGKey(3)))
-    assert np.all(np.asarray(metrics["first_minibatch_ratio_error"]) == 0)
+    # a replay of sequences: to an ulp of float rounding across jax versions (see test_recurrent)
+    assert np.max(np.asarray(metrics["first_minibatch_ratio_error"])) <= 1e-6, metrics["first_minibatch_ratio_error"]
 
 
 def test_make_policy_takes_the_mask(corridor):

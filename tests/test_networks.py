@@ -100,17 +100,18 @@ def test_a_module_given_from_python_is_checked_as_the_learner_is_built():
         ppo.Learner(cfg, network=lambda obs: obs)
 
 
-def test_a_recurrent_user_module_with_a_pytree_memory_replays_its_sequences_bit_for_bit():
+def test_a_recurrent_user_module_with_a_pytree_memory_replays_its_sequences():
     """An LSTM whose carry is a pair: the rollout keeps each env's memory in the agent
     state, and the update replays whole sequences from it: the first minibatch's ratio is
-    exactly 1, as with the built-in GRU."""
+    1 to float rounding, as with the built-in GRU."""
     cfg = ppo.make_config(dict(TINY, network="user_networks:lstm", network_kwargs={"size": 8}))
     learner = ppo.Learner(cfg)
     assert learner.agent.recurrent
     state, metrics = jax.jit(learner.run)(learner.init(jax.random.PRNGKey(2)))
     c, h = state.agent_state["carry"]
     assert c.shape == h.shape == (cfg.num_envs, 8)
-    assert np.all(np.asarray(metrics["first_minibatch_ratio_error"]) == 0)
+    # 0 here; one ulp of 1 (6e-8) with jax 0.9.2, as with the GRU (see test_recurrent)
+    assert np.max(np.asarray(metrics["first_minibatch_ratio_error"])) <= 1e-6, metrics["first_minibatch_ratio_error"]
     assert np.all(np.asarray(metrics["epochs_run"]) == 2)
     returns = learner.evaluate(state, 3)
     assert returns.shape == (3,) and np.all(np.isfinite(np.asarray(returns)))
