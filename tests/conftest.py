@@ -26,3 +26,14 @@ def assert_trees_equal_to_float_rounding(actual, expected):
             np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7, err_msg=jax.tree_util.keystr(path))
         else:
             np.testing.assert_array_equal(a, b, err_msg=jax.tree_util.keystr(path))
+
+
+def assert_acyclic(graph: dict) -> None:
+    """`graph` (name -> the names it imports) has no import cycle; the message shows one."""
+    def visit(name, path):
+        assert name not in path, f"import cycle: {' -> '.join([*path, name])}"
+        for other in graph.get(name, ()):
+            visit(other, [*path, name])
+
+    for name in graph:
+        visit(name, [])

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import harness as suite
+from conftest import assert_acyclic
 from benchmarks.harness import Case, Contender, Group, Prepared, Skip
 
 
@@ -272,14 +273,7 @@ def test_the_harness_imports_no_case_and_no_benchmark_module_imports_itself_back
     assert graph["harness"] == set()  # it runs the cases it is given
     assert graph["cases"] == {"harness", "brax_side_by_side"} and graph["__main__"] == {"harness", "cases"}
     assert all(path.stem not in benchmark_imports(path) for path in BENCHMARKS.glob("*.py"))
-
-    def visit(name, path):
-        assert name not in path, f"import cycle: {' -> '.join([*path, name])}"
-        for other in graph.get(name, ()):
-            visit(other, [*path, name])
-
-    for name in graph:
-        visit(name, [])
+    assert_acyclic(graph)
 
 
 def test_python_m_benchmarks_lists_the_cases_in_order():

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import purejaxppo
+from conftest import assert_acyclic
 
 PACKAGE = Path(purejaxppo.__file__).parent
 
@@ -57,14 +58,7 @@ def test_the_core_never_imports_the_experiment_side():
 
 def test_no_import_cycles():
     graph = {name: imported(path) - {name} for name, path in modules().items()}
-
-    def visit(name, path):
-        assert name not in path, f"import cycle: {' -> '.join([*path, name])}"
-        for other in graph.get(name, ()):
-            visit(other, [*path, name])
-
-    for name in graph:
-        visit(name, [])
+    assert_acyclic(graph)
 
 
 FACE_PROBE = r"""
