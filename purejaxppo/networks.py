@@ -25,11 +25,8 @@ zero biases. Their parameters keep the layout of purejaxppo 0.3 and 0.4 (checkpo
 
 from __future__ import annotations
 
-import importlib
 import math
-import os
-import sys
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import flax.linen as nn
 import jax
@@ -37,6 +34,7 @@ import jax.numpy as jnp
 
 from purejaxppo.distributions import Categorical, DiagGaussian
 from purejaxppo.errors import ConfigError
+from purejaxppo.imports import import_object
 from purejaxppo.rollout import restart
 
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "swish": nn.swish}
@@ -293,32 +291,6 @@ def _shown(shape: tuple) -> str:
 # --------------------------------------------------------------------------------------
 # From a config
 # --------------------------------------------------------------------------------------
-def import_object(path: str, field: str) -> Callable:
-    """"package.module:name" -> that object; ConfigError naming `field` and the path when it
-    cannot be imported or found. A module in the current folder is found as `python -m`
-    finds it, also from the `purejaxppo` command (whose own folder is first on sys.path)."""
-    module_name, sep, attr = path.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(field, path, "must be an import path package.module:name")
-    try:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as missing:
-            here = os.getcwd()
-            if missing.name != module_name.split(".")[0] or here in sys.path or "" in sys.path:
-                raise
-            sys.path.append(here)
-            module = importlib.import_module(module_name)
-    except Exception as error:  # ImportError, or the user's module failing as it is imported
-        raise ConfigError(field, path, f"cannot be imported: {type(error).__name__}: {error}") from None
-    obj = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ConfigError(field, path, f"module {module_name} has no {attr}")
-        obj = getattr(obj, part)
-    return obj
-
-
 def make_module(cfg, num_outputs: int) -> nn.Module:
     """The module a config names: `network: package.module:factory` called as
     factory(num_outputs, **network_kwargs), or the built-in network of `policy`."""

@@ -27,6 +27,7 @@ from purejaxppo.envs.base import ActionSpace, Env, check_protocol
 from purejaxppo.envs.gymnax import GymnaxEnv, env_names  # imports gymnax itself only when used
 from purejaxppo.envs.wrappers import AutoReset, EpisodeStats
 from purejaxppo.errors import ConfigError
+from purejaxppo.imports import import_object
 
 # family prefix -> (module, adapter class); a name without a prefix is a gymnax name
 FAMILIES = {"gymnax": ("purejaxppo.envs.gymnax", "GymnaxEnv"), "brax": ("purejaxppo.envs.brax", "BraxEnv"),
@@ -82,8 +83,6 @@ def _factory(env: str):
     """The factory of a user's environment `env` (an import path, or a registered or
     entry-point name), or None for a built-in name."""
     if ":" in env:
-        from purejaxppo.networks import import_object
-
         return import_object(env, "env")
     own = registered().get(env)
     if isinstance(own, importlib.metadata.EntryPoint):
