@@ -28,8 +28,9 @@ from purejaxppo.experiments.sweep import load_sweep, plan, sweep  # noqa: E402
 
 
 def sequential(base, spec):
-    points, configs, groups = plan(base, spec)
-    (group,) = groups
+    planned = plan(base, spec)
+    configs = planned.configs
+    (group,) = planned.groups
     train = jax.jit(ppo.make_train(group.config))
     keys = [jax.random.PRNGKey(s) for s in range(spec.seeds)]
     start = time.perf_counter()
@@ -51,7 +52,7 @@ def main():
     overrides = {"total_timesteps": args.total_timesteps} if args.total_timesteps else {}
     base, spec = load_sweep("configs/sweeps/clip_epochs.yaml", overrides)
     spec = dataclasses.replace(spec, eval_episodes=0)
-    n_runs = len(plan(base, spec)[0]) * spec.seeds
+    n_runs = plan(base, spec).runs
     steps = n_runs * base.num_updates * base.batch_size
     rows = []
     for r in range(args.rounds):

@@ -28,8 +28,8 @@ import numpy as np
 import yaml
 
 from purejaxppo import pytree
-from purejaxppo.envs import check_env_config
-from purejaxppo.errors import NO_VALUE, ConfigError
+from purejaxppo.envs import Env, check_env_config
+from purejaxppo.errors import NO_VALUE, ConfigError, integer
 from purejaxppo.networks import make_network
 
 # --------------------------------------------------------------------------------------
@@ -272,9 +272,7 @@ class HParams:
                 raise ConfigError(name, given, "must be a non-empty list of values, one per run")
             lengths[name] = len(given)
         if runs is not None:
-            if isinstance(runs, bool) or not isinstance(_plain(runs), int) or runs < 1:
-                raise ConfigError("runs", runs, "must be an integer of at least 1")
-            lengths = {"runs": int(runs), **lengths}
+            lengths = {"runs": integer("runs", _plain(runs), 1), **lengths}
         if not lengths:
             raise ConfigError("runs", NO_VALUE, "give the number of runs, or one list of values per run")
         (first, n), *others = lengths.items()
@@ -546,18 +544,23 @@ def _check_hparam(f: Field, value: Any, cfg: PPOConfig) -> Any:
 
 
 def check_config(cfg: PPOConfig, *, env: bool = True, update_epochs: bool = True) -> PPOConfig:
-    """`make_config`'s checks on a config built another way (e.g. `PPOConfig(...)` by
-    hand, or `dataclasses.replace`): every field's type and rules, the rules that tie
-    fields together, and (`env`) the environment and its parameters. Returns the checked
-    config, each value in its canonical type; raises ConfigError naming the field.
+    """The public door for a config built another way (e.g. `PPOConfig(...)` by hand, or
+    `dataclasses.replace`): `make_config`'s checks, every field's type and rules, the rules
+    that tie fields together, and (`env`) the environment, its parameters and the network.
+    A config `make_config` made is trusted: it is returned as it is. Otherwise returns the
+    checked config, each value in its canonical type; raises ConfigError naming the field.
     `update_epochs=False` leaves out "update_epochs <= max_epochs": a learner run with
     HParams reads update_epochs from them (`Learner.run` checks it there)."""
     if not isinstance(cfg, PPOConfig):
         raise ConfigError("config", type(cfg).__name__, "must be a PPOConfig (build one with make_config)")
+    if is_checked(cfg):
+        return cfg
     checked = PPOConfig(**{name: _coerce(f, getattr(cfg, name)) for name, f in FIELDS.items()})
     _check(checked, update_epochs)
+    if env and update_epochs:
+        return check_env_and_network(checked)
     if env:
-        _check_env_and_network(checked)
+        check_env_and_network(checked)  # not marked checked: one rule was left out
     return checked
 
 
@@ -595,12 +598,23 @@ def check_hparams(hparams: Any, cfg: PPOConfig, shape: tuple[int, ...] = ()) -> 
     return hparams
 
 
-def make_config(values: Mapping[str, Any] | None = None, *, where: str = "config") -> PPOConfig:
-    """Build and check a `PPOConfig` from a mapping (YAML contents, overrides, ...).
+def make_config(values: Mapping[str, Any] | None = None, *, where: str = "config", env: Env | None = None
+                ) -> PPOConfig:
+    """Build and check a `PPOConfig` from a mapping (YAML contents, overrides, ...): the
+    gate every config passes once. `make_train`, `Learner` and `HParams.stack` trust what
+    it returns.
 
-    Checks types, ranges, the environment name, its parameters and the action-space
-    specific settings; compiles nothing.
+    Checks types, ranges, the environment name, its parameters, the action-space specific
+    settings and the network; compiles nothing. `env`: the environment already built for
+    these values' env and env_params, checked against instead of building one.
     """
+    return check_env_and_network(check_fields(values, where=where), env)
+
+
+def check_fields(values: Mapping[str, Any] | None = None, *, where: str = "config") -> PPOConfig:
+    """The first half of `make_config`'s checks: the keys, each value's type and rules, and
+    the rules that tie fields together; the environment is not built. The config it
+    returns is not yet trusted (`check_env_and_network` completes it)."""
     if values is not None and not isinstance(values, Mapping):
         raise ConfigError(where, type(values).__name__, "must be a mapping of key: value")
     values = dict(values or {})
@@ -609,16 +623,28 @@ def make_config(values: Mapping[str, Any] | None = None, *, where: str = "config
             raise _unknown_key(key, where)
     cfg = PPOConfig(**{k: _coerce(FIELDS[k], v) for k, v in values.items()})
     _check(cfg)
-    _check_env_and_network(cfg)
     return cfg
 
 
-def _check_env_and_network(cfg: PPOConfig) -> None:
-    """The environment and its parameters; a user's network or a CNN torso (imported,
-    built, its output shapes found by jax.eval_shape) on that environment."""
-    env = check_env_config(cfg, ACTION_KIND_FIELDS)
-    if cfg.network is not None or cfg.torso is not None:
+def check_env_and_network(cfg: PPOConfig, env: Env | None = None, *, network: bool = True) -> PPOConfig:
+    """The second half of `make_config`'s checks, on a config whose fields are checked
+    (`check_fields`): the environment and its parameters (`env`: the one built for cfg's env
+    and env_params; default: build it), the action-space specific settings, and
+    (`network`) a user's network or a CNN torso, imported, built and its output shapes found
+    by jax.eval_shape. Returns `cfg`, from now on a trusted config (`is_checked`)."""
+    env = check_env_config(cfg, ACTION_KIND_FIELDS, env)
+    if network and (cfg.network is not None or cfg.torso is not None):
         make_network(cfg, env)
+    object.__setattr__(cfg, _CHECKED, True)  # not a field: a copy made by dataclasses.replace is not trusted
+    return cfg
+
+
+_CHECKED = "_checked"
+
+
+def is_checked(cfg: PPOConfig) -> bool:
+    """Whether `cfg` passed every check of `make_config` (made by it, or by `check_config`)."""
+    return getattr(cfg, _CHECKED, False)
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -703,6 +729,12 @@ def read_yaml(path: str | Path, field: str = "config") -> dict[str, Any]:
 
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> PPOConfig:
     """Read a YAML config (flat keys of `PPOConfig`), apply overrides, check everything."""
+    return make_config(config_values(path, overrides), where=str(path) if path else "config")
+
+
+def config_values(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A YAML config's values with overrides applied, every key known; the values are not
+    yet checked (`make_config` checks them)."""
     values: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
@@ -715,4 +747,4 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
         if key not in FIELDS:
             raise _unknown_key(key, "overrides")
     values.update(overrides or {})
-    return make_config(values, where=str(path) if path else "config")
+    return values

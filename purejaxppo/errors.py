@@ -10,6 +10,7 @@ This module imports nothing from the package, so every module may raise these.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 
@@ -42,3 +43,14 @@ class ResourceError(ConfigError):
     """The configured work does not fit the machine, e.g. a program that needs more device
     memory than is free. `field` names the quantity that is too large ("runs", "runs in
     flight"), `rule` says what would fit. Raised before anything runs."""
+
+
+def integer(field: str, value: Any, at_least: int = 0, why: str = "") -> int:
+    """`value` as an int if it is an integer (Python's or numpy's; a bool is not one) of at
+    least `at_least`; else a ConfigError naming `field`: "must be an integer of at least N"
+    ("a non-negative integer" for 0), then `why` (e.g. " (it is static)")."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):  # numpy bools are not Integral
+        if value >= at_least:
+            return int(value)
+    wanted = "a non-negative integer" if at_least == 0 else f"an integer of at least {at_least}"
+    raise ConfigError(field, value, f"must be {wanted}{why}")

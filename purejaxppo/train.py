@@ -41,7 +41,7 @@ from purejaxppo import pytree
 from purejaxppo.agent import make_agent
 from purejaxppo.compiler import compiler_options
 from purejaxppo.config import ACTION_KIND_FIELDS, HParams, PPOConfig, check_config, check_hparams
-from purejaxppo.errors import ConfigError
+from purejaxppo.errors import integer
 from purejaxppo.envs import check_env_config, make_env
 from purejaxppo.evaluate import evaluate
 from purejaxppo.gae import gae
@@ -122,17 +122,19 @@ class Learner:
     `network`: your own flax.linen actor-critic (see `networks` for its contract), in place
     of the config's (`network: package.module:factory`, or the built-in of `policy`); its
     output shapes are checked here by `jax.eval_shape`, before anything is compiled.
+    `env`: the environment already built for cfg (its env and env_params), e.g. one
+    shared by the learners of a sweep's group; default: built here.
 
-    The config is checked as `make_config` checks it (`config.check_config`), so a
-    hand-built `PPOConfig` that breaks a rule raises ConfigError naming the field here,
-    before anything is traced; "update_epochs <= max_epochs" is checked in `run`, against
-    the HParams it runs with.
+    A config from `make_config` is trusted; a hand-built `PPOConfig` is checked as
+    `make_config` checks it (`config.check_config`), so one that breaks a rule raises
+    ConfigError naming the field here, before anything is traced; "update_epochs <=
+    max_epochs" is checked in `run`, against the HParams it runs with.
     """
 
-    def __init__(self, cfg: PPOConfig, progress=None, network=None):
+    def __init__(self, cfg: PPOConfig, progress=None, network=None, env=None):
         cfg = check_config(cfg, env=False, update_epochs=False)  # the env is checked as it is built:
         self.cfg = cfg
-        self.env = make_env(cfg)
+        self.env = make_env(cfg) if env is None else env
         check_env_config(cfg, ACTION_KIND_FIELDS, self.env)
         self.agent = make_agent(cfg, self.env, network)
         self.progress = progress
@@ -156,8 +158,7 @@ class Learner:
         values are checked only where concrete (see `HParams.stack` for a checked sweep)."""
         hp = check_hparams(HParams.from_config(self.cfg) if hparams is None else hparams, self.cfg)
         num_updates = self.cfg.num_updates if num_updates is None else num_updates
-        if isinstance(num_updates, bool) or not isinstance(num_updates, int) or num_updates < 0:
-            raise ConfigError("num_updates", num_updates, "must be a non-negative integer (it is static)")
+        num_updates = integer("num_updates", num_updates, 0, " (it is static)")
         return jax.lax.scan(lambda s, _: self.ppo_update(s, hp), state, None, length=num_updates)
 
     def evaluate(self, state: LearnerState, num_episodes: int, deterministic: bool = True, key=None):
@@ -306,8 +307,7 @@ def make_train(cfg: PPOConfig, progress=None, eval_episodes: int = 0, network=No
     with `hparams = HParams.stack(cfg, runs=len(keys), lr=[...])`, whose values are
     checked; a traced value is not."""
     cfg = check_config(cfg, env=False)  # Learner checks the environment as it builds it
-    if isinstance(eval_episodes, bool) or not isinstance(eval_episodes, int) or eval_episodes < 0:
-        raise ConfigError("eval_episodes", eval_episodes, "must be a non-negative integer")
+    eval_episodes = integer("eval_episodes", eval_episodes, 0)
     learner = Learner(cfg, progress, network)
 
     def train(key, hparams: HParams | None = None) -> TrainResult:

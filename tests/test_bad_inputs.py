@@ -265,7 +265,7 @@ CASES = [
     section("  diagnosis: 5\n", "sweep.diagnosis", "must be a mapping"),
     section("  diagnosis: {under_used: 0.1}\n", "diagnosis.under_used", "unknown"),
     section("  diagnosis: {under_used_below: -1}\n", "diagnosis.under_used_below", "non-negative"),
-    section("  random_seed: abc\n", "sweep.random_seed", "must be an integer"),
+    section("  random_seed: abc\n", "sweep.random_seed", "must be a non-negative integer"),
     section("  seeds: abc\n", "sweep.seeds", "must be an integer"),
     section("  seeds: 0\n", "sweep.seeds", "at least 1"),
     section("  threshold: abc\n", "sweep.threshold", "must be a number"),

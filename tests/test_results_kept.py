@@ -38,7 +38,7 @@ def test_one_failed_artefact_leaves_the_others(tmp_path):
 def test_an_out_folder_that_cannot_be_made_is_refused_before_compiling(tmp_path, capsys, monkeypatch, command):
     import purejaxppo.experiments.cli as cli
 
-    monkeypatch.setattr(cli, "sweep", lambda *a, **k: pytest.fail("compiled before refusing"))
+    monkeypatch.setattr(cli, "run_plan", lambda *a, **k: pytest.fail("compiled before refusing"))
     (tmp_path / "f").write_text("a file")
     assert main([*command, "--out", str(tmp_path / "f" / "run")]) == 2
     error = capsys.readouterr().err.strip()

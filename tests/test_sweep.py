@@ -5,7 +5,7 @@ import pytest
 
 import purejaxppo as ppo
 from purejaxppo.experiments.cli import main
-from purejaxppo.config import ConfigError
+from purejaxppo.config import ConfigError, is_checked
 from purejaxppo.experiments.sweep import load_sweep, make_spec, plan, sweep
 
 BASE = dict(num_envs=4, num_steps=16, num_minibatches=2, total_timesteps=4 * 16 * 3)
@@ -114,11 +114,26 @@ def test_diverging_run_is_flagged_and_leaves_neighbours_alone():
     assert rows[0]["diverged"] == 0 and np.isfinite(rows[0]["train_return"])
 
 
-def test_static_fields_form_groups():
+def test_static_fields_form_groups(monkeypatch):
+    import purejaxppo.envs
+
+    built = []
+    make_raw_env = purejaxppo.envs.make_raw_env
+    monkeypatch.setattr(purejaxppo.envs, "make_raw_env", lambda *a: built.append(a) or make_raw_env(*a))
     base = ppo.make_config(BASE)
-    points, configs, groups = plan(base, make_spec(grid={"num_envs": [2, 4], "update_epochs": [1, 2]}))
-    assert len(points) == 4 and len(groups) == 2
-    assert all(g.config.max_epochs == 2 for g in groups)
+    planned = plan(base, make_spec(grid={"num_envs": [2, 4], "update_epochs": [2, 1]}))
+    assert len(planned.points) == 4 and len(planned.groups) == 2
+    assert all(g.config.max_epochs == 2 for g in planned.groups)
+    assert len(built) == 1 + 2  # the base's check, then one environment per group
+    assert all(is_checked(cfg) for cfg in planned.configs)
+    learner = ppo.Learner(planned.groups[0].set_configs[1], env=planned.groups[0].env)
+    assert learner.env is planned.groups[0].env and len(built) == 3  # handed down, not built again
+    for group in planned.groups:
+        assert group.run_sets == {2: group.point_indices[:1], 1: group.point_indices[1:]}
+        for epochs, cfg in group.set_configs.items():
+            # a run set's program is a valid config of its own (loading a folder rebuilds it)
+            assert is_checked(cfg) and cfg.max_epochs == epochs and cfg.update_epochs <= epochs
+            assert ppo.make_config(cfg.to_dict()) == cfg
 
 
 @pytest.mark.parametrize("kwargs, field", [

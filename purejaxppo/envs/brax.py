@@ -33,7 +33,7 @@ import jax.numpy as jnp
 
 from purejaxppo import pytree
 from purejaxppo.envs.base import ActionSpace, param_value
-from purejaxppo.errors import ConfigError
+from purejaxppo.errors import ConfigError, integer
 
 BACKENDS = ("generalized", "positional", "spring", "mjx")
 SETTINGS = {"backend": "generalized", "episode_length": 1000, "action_repeat": 1}
@@ -73,8 +73,7 @@ def _check_settings(settings):
     if backend not in BACKENDS:
         raise ConfigError("env_params.backend", backend, f"must be one of {', '.join(BACKENDS)}")
     for key, value in (("episode_length", length), ("action_repeat", repeat)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"env_params.{key}", value, "must be an integer, at least 1")
+        integer(f"env_params.{key}", value, 1)
 
 
 def _constructor_arguments(cls) -> dict[str, object]:

@@ -33,13 +33,13 @@ from rich.table import Table
 
 from purejaxppo import __version__, configs
 from purejaxppo.experiments import compile_cache, replay, report
-from purejaxppo.config import ConfigError, load_config, make_config, parse_override, text_table
+from purejaxppo.config import ConfigError, check_fields, config_values, parse_override, text_table
 from purejaxppo.errors import NO_VALUE, UsageError
 from purejaxppo.experiments.folder import RunFolder, write_new
 from purejaxppo.experiments.live import LiveLog, check_wandb
 from purejaxppo.experiments.parallel import init_distributed_from_env, is_writer, use_all_cpu_cores
 from purejaxppo.experiments.stats import mean_se
-from purejaxppo.experiments.sweep import load_sweep, make_spec, parse_grid_option, sweep, swept_keys
+from purejaxppo.experiments.sweep import load_sweep, make_spec, parse_grid_option, plan, run_plan, swept_keys
 
 DEFAULT_EVAL_EPISODES = 64
 
@@ -168,7 +168,8 @@ def _check_counts(args) -> None:
 def _asked(args, saved: dict | None = None):
     """-> (meta, base config, spec): the run the command line asks for, as a checkpoint's
     meta records it; with `saved` (a resumed run's meta), what it does not restate is the
-    saved run's."""
+    saved run's. The base's fields are checked here; its environment and every run's
+    config by `sweep.plan`."""
     saved = saved or {}
     saved_spec = {k: v for k, v in saved.get("spec", {}).items() if v or k != "grid"}  # a train run's grid is {}
     overrides = dict(parse_override(item) for item in args.set)
@@ -177,7 +178,8 @@ def _asked(args, saved: dict | None = None):
         raise ConfigError("config" if args.command == "train" else "spec", NO_VALUE,
                           f"give a {'YAML config' if args.command == 'train' else 'sweep YAML'} (or --resume DIR)")
     if args.command == "train":
-        base = load_config(source, overrides) if source else make_config({**saved["config"], **overrides})
+        base = (check_fields(config_values(source, overrides), where=source) if source
+                else check_fields({**saved["config"], **overrides}))
         eval_episodes = next(v for v in (args.eval_episodes, saved_spec.get("eval_episodes"), DEFAULT_EVAL_EPISODES)
                              if v is not None)
         spec = make_spec({"seeds": args.seeds or saved_spec.get("seeds", 1), "eval_episodes": eval_episodes})
@@ -186,7 +188,7 @@ def _asked(args, saved: dict | None = None):
         if source:
             base, spec = load_sweep(source, overrides, grid=grid, seeds=args.seeds)
         else:
-            base = make_config({**saved["config"], **overrides})
+            base = check_fields({**saved["config"], **overrides})
             spec = make_spec(saved_spec, grid=grid, seeds=args.seeds)
     options = {"first_seed": args.seed, "checkpoint_every": args.checkpoint_every, "max_parallel": args.max_parallel,
                "keep": args.keep}
@@ -196,19 +198,22 @@ def _asked(args, saved: dict | None = None):
 
 
 def _start(args):
-    """-> (meta, base config, spec, the folder to resume or None): a new run's, or the run in
-    --resume DIR's (what the command line restates must be what it was started with)."""
+    """-> (meta, the planned sweep, the folder to resume or None): a new run's, or the run in
+    --resume DIR's (what the command line restates must be what it was started with).
+    Every run's config is checked, and each group's environment built, by the plan."""
     _check_counts(args)
     if args.resume is None:
-        return (*_asked(args), None)
+        meta, base, spec = _asked(args)
+        return meta, plan(base, spec), None
     folder, saved = RunFolder.to_resume(args.resume, args.command)
     meta, base, spec = _asked(args, saved)
     folder.check_resume(saved, meta)
-    return meta, base, spec, folder
+    return meta, plan(base, spec), folder
 
 
 def run_command(args) -> int:
-    meta, base, spec, folder = _start(args)
+    meta, planned, folder = _start(args)
+    base, spec, groups = planned.base, planned.spec, planned.groups
     resuming = folder is not None
     if args.wandb:
         check_wandb()
@@ -226,18 +231,14 @@ def run_command(args) -> int:
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as bar:
-        task = bar.add_task("checking", total=None)
-        groups = []
-
-        def on_plan(points, planned):  # every run's config is checked by now; nothing compiled yet
-            groups.extend(planned)
-            runs = len(points) * spec.seeds
-            what = f"{spec.seeds} seed(s)"
-            if args.command == "sweep":
-                what = f"{len(points)} point(s) x {what}"
-            console.print(f"[bold]{base.env}[/]: {what} = {runs} run{'s' if runs != 1 else ''}, {len(groups)} "
-                          f"compile(s) of {groups[0].config.num_updates} updates x {groups[0].config.batch_size} "
-                          f"steps, on {len(jax.devices())} device(s)" + (f"; resuming {folder}" if resuming else ""))
+        task = bar.add_task("compiling", total=None)
+        what = f"{spec.seeds} seed(s)"
+        if args.command == "sweep":
+            what = f"{len(planned.points)} point(s) x {what}"
+        console.print(f"[bold]{base.env}[/]: {what} = {planned.runs} run{'s' if planned.runs != 1 else ''}, "
+                      f"{len(groups)} compile(s) of {groups[0].config.num_updates} updates x "
+                      f"{groups[0].config.batch_size} steps, on {len(jax.devices())} device(s)"
+                      + (f"; resuming {folder}" if resuming else ""))
 
         def show(record):
             text = f"group {record['group'] + 1}/{len(groups)} " if len(groups) > 1 else ""
@@ -256,9 +257,9 @@ def run_command(args) -> int:
                        total=group.config.num_updates, completed=0)
 
         try:
-            result = sweep(base, spec=spec, first_seed=meta["first_seed"], max_parallel=meta["max_parallel"],
-                           on_plan=on_plan, on_group=on_group, checkpoints=checkpoints,
-                           checkpoint_every=meta["checkpoint_every"], resume=resuming, meta=meta, progress=live)
+            result = run_plan(planned, first_seed=meta["first_seed"], max_parallel=meta["max_parallel"],
+                              on_group=on_group, checkpoints=checkpoints, checkpoint_every=meta["checkpoint_every"],
+                              resume=resuming, meta=meta, progress=live)
         except KeyboardInterrupt:
             bar.stop()
             newest = checkpoints.latest() if checkpoints is not None else None

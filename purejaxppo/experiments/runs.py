@@ -37,6 +37,7 @@ import numpy as np
 
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
 from purejaxppo.config import HParams, PPOConfig
+from purejaxppo.envs import Env
 from purejaxppo.experiments.parallel import ShardedBuckets
 from purejaxppo.train import EVAL_MODES, PROGRESS_POINTS, Learner, TrainResult
 
@@ -51,6 +52,7 @@ class RunSet:
     keys: np.ndarray
     hparams: HParams
     run_configs: list[PPOConfig]  # each run's own config (its hyperparameters), for the record
+    env: Env | None = None        # the environment built for the set's group (default: each learner builds it)
 
 
 @dataclasses.dataclass
@@ -126,7 +128,7 @@ class _Group:
             chunk_updates = progress_chunk(self.num_updates)
         self.chunk = min(chunk_updates or self.num_updates, self.num_updates)
         self.progress = progress
-        self.learners = [Learner(s.config) for s in sets]
+        self.learners = [Learner(s.config, env=s.env) for s in sets]
         self.max_parallel = max_parallel
         self.init = ShardedBuckets([(learner.init, (s.keys,)) for learner, s in zip(self.learners, sets)],
                                    chunk=max_parallel)

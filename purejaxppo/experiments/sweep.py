@@ -18,9 +18,9 @@ A sweep file is an ordinary config (flat `PPOConfig` keys) plus a `sweep:` secti
 Every run's config is checked before anything compiles. Runs whose static fields
 (network, env, batch shape, ...) agree form a group: one compile per group, its runs
 (points × seeds) flattened to one run axis and sharded over every device. Under vmap a
-masked epoch would be computed and discarded, so inside a group the runs are bucketed
-by `update_epochs` (unless `max_epochs` is set): each bucket scans only its own epochs,
-all buckets in the same single compiled program.
+masked epoch would be computed and discarded, so inside a group the runs are split into
+run sets by `update_epochs` (unless `max_epochs` is set): each run set scans only its own
+epochs, all run sets in the same single compiled program.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ import jax
 import numpy as np
 
 from purejaxppo.config import (FIELDS as _FIELDS, HPARAM_FIELDS, STATIC_FIELDS, ConfigError, HParams, PPOConfig,
-                               make_config, parse_override, read_yaml, suggest)
-from purejaxppo.errors import NO_VALUE
+                               check_env_and_network, check_fields, parse_override, read_yaml, suggest)
+from purejaxppo.envs import Env, make_env
+from purejaxppo.errors import NO_VALUE, integer
 from purejaxppo.experiments.checkpoint import Checkpoints
 from purejaxppo.experiments.diagnosis import DIAGNOSIS_DEFAULTS
 from purejaxppo.experiments.runs import RunSet, Timings, execute
@@ -67,10 +68,6 @@ def _check_key(key: str, where: str) -> None:
         raise ConfigError(f"{where}.{key}", NO_VALUE, "cannot be swept (one sweep is one environment)")
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
 def _is_number(value) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
@@ -92,9 +89,6 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
             raise ConfigError(f"sweep.{key}", section[key], f"must be a mapping, e.g. {example}")
     if grid is not None and not isinstance(grid, Mapping):
         raise ConfigError("grid", grid, "must be a mapping of key to a list of values")
-    for key in ("seeds", "random_seed", "eval_episodes"):
-        if key in section and not _is_int(section[key]):
-            raise ConfigError(f"sweep.{key}", section[key], "must be an integer")
     if section.get("threshold") is not None and not _is_number(section["threshold"]):
         raise ConfigError("sweep.threshold", section["threshold"], "must be a number")
     full_grid = dict(section.get("grid") or {})
@@ -103,18 +97,15 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
         _check_key(key, "grid")
         if not isinstance(values, (list, tuple)) or not values:
             raise ConfigError(f"grid.{key}", values, "must be a non-empty list of values")
-    n_seeds = section.get("seeds", 1) if seeds is None else seeds
-    if not _is_int(n_seeds) or n_seeds < 1:
-        raise ConfigError("seeds" if seeds is not None else "sweep.seeds", n_seeds, "must be an integer of at least 1")
-    n_seeds = int(n_seeds)
+    n_seeds = integer("seeds" if seeds is not None else "sweep.seeds",
+                      section.get("seeds", 1) if seeds is None else seeds, 1)
     random = dict(section.get("random") or {})
     trials = random.pop("trials", None)
     if random or trials is not None:
         if trials is None:
             raise ConfigError("random.trials", NO_VALUE, "is missing: give the number of random points "
                               "(an integer of at least 1)")
-        if not _is_int(trials) or trials < 1:
-            raise ConfigError("random.trials", trials, "must be an integer of at least 1")
+        trials = integer("random.trials", trials, 1)
         if not random:
             raise ConfigError("random", NO_VALUE, "names no key to draw")
         for key, dist in random.items():
@@ -141,12 +132,8 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
     threshold = section.get("threshold")
     if threshold is not None and not math.isfinite(threshold):
         raise ConfigError("sweep.threshold", threshold, "must be finite")
-    random_seed = int(section.get("random_seed", 0))
-    if random_seed < 0:
-        raise ConfigError("sweep.random_seed", random_seed, "must be non-negative")
-    eval_episodes = int(section.get("eval_episodes", 64))
-    if eval_episodes < 0:
-        raise ConfigError("sweep.eval_episodes", eval_episodes, "must be a non-negative integer")
+    random_seed = integer("sweep.random_seed", section.get("random_seed", 0), 0)
+    eval_episodes = integer("sweep.eval_episodes", section.get("eval_episodes", 64), 0)
     diagnosis = dict(section.get("diagnosis") or {})
     for key, value in diagnosis.items():
         if key not in DIAGNOSIS_DEFAULTS:
@@ -159,8 +146,9 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
 def load_sweep(path: str | Path, overrides: Mapping[str, Any] | None = None, *, grid=None,
                seeds=None) -> tuple[PPOConfig, SweepSpec]:
     """A sweep file -> (base config, spec); `grid` adds or replaces axes, `seeds` replaces
-    the file's. The base is checked like any config, and so is every point's config
-    (`plan`), so a bad point is refused here, before anything is created or compiled."""
+    the file's. The base's fields are checked here (`config.check_fields`); its environment
+    and every point's config by `plan` (which `sweep` calls), before anything is created
+    or compiled."""
     path = Path(path)
     loaded = read_yaml(path, "sweep file")
     section = loaded.pop("sweep", None)
@@ -169,9 +157,7 @@ def load_sweep(path: str | Path, overrides: Mapping[str, Any] | None = None, *, 
     values = {**loaded, **(overrides or {})}
     if not isinstance(section, Mapping):
         raise ConfigError("sweep", section, "must be a mapping (grid:, seeds:, ...)")
-    base, spec = make_config(values, where=str(path)), make_spec(section, grid=grid, seeds=seeds)
-    plan(base, spec)
-    return base, spec
+    return check_fields(values, where=str(path)), make_spec(section, grid=grid, seeds=seeds)
 
 
 def parse_grid_option(text: str) -> tuple[str, list]:
@@ -225,34 +211,65 @@ def expand(spec: SweepSpec) -> list[dict]:
 @dataclasses.dataclass
 class Group:
     """Runs sharing one compiled program. Under vmap a masked epoch is computed and then
-    discarded, so its points are bucketed by the epochs they scan (`epochs_scan`: their
-    update_epochs, or max_epochs when the config sets it), each bucket scanning only its
+    discarded, so its points are split into run sets by the epochs they scan (`epochs_scan`:
+    their update_epochs, or max_epochs when the config sets it), each scanning only its
     own, all in the one program."""
 
-    config: PPOConfig                  # the group's static config; max_epochs: its longest bucket
+    config: PPOConfig                  # the group's static config; max_epochs: its longest run set
     point_indices: list[int]
-    buckets: dict[int, list[int]] = dataclasses.field(default_factory=dict)  # epochs scanned -> points
+    run_sets: dict[int, list[int]] = dataclasses.field(default_factory=dict)  # epochs scanned -> points
+    set_configs: dict[int, PPOConfig] = dataclasses.field(default_factory=dict)  # epochs -> the set's program's
+    env: Env | None = None             # built once for the group, handed to its learners
 
 
-def plan(base: PPOConfig, spec: SweepSpec) -> tuple[list[dict], list[PPOConfig], list[Group]]:
-    """Points, each point's checked config, and the static groups (nothing compiled)."""
+@dataclasses.dataclass
+class Plan:
+    """A sweep checked and grouped, nothing compiled: `plan`'s result, run by `run_plan`."""
+
+    base: PPOConfig
+    spec: SweepSpec
+    points: list[dict]                 # swept values of each point
+    configs: list[PPOConfig]           # each point's checked config
+    groups: list[Group]
+
+    @property
+    def runs(self) -> int:
+        return len(self.points) * self.spec.seeds
+
+
+def plan(base: PPOConfig, spec: SweepSpec) -> Plan:
+    """Every point's config, checked, and the static groups: the sweep's gate, before
+    anything is created or compiled. The fields of every point are checked first; then
+    each group's environment is built once (a point's env_params is static: one group, one
+    environment), and every point's config is checked against it, the network once per
+    group (it depends on static fields only)."""
     points = expand(spec)
     base_values = base.to_dict()
-    configs = []
-    for point in points:
+
+    def in_point(check, point):
         try:
-            configs.append(make_config({**base_values, **point}))
+            return check()
         except ConfigError as error:
             raise ConfigError(error.field, error.value, f"{error.rule} (in sweep point {point})") from None
+
+    configs = [in_point(lambda: check_fields({**base_values, **point}), point) for point in points]
     groups: dict[tuple, Group] = {}
     for i, cfg in enumerate(configs):
         key = tuple((f, repr(getattr(cfg, f))) for f in STATIC_FIELDS if f != "max_epochs")
         groups.setdefault(key, Group(cfg, [])).point_indices.append(i)
     for group in groups.values():
+        first = group.point_indices[0]
+        group.env = in_point(lambda: make_env(group.config), points[first])
         for i in group.point_indices:
-            group.buckets.setdefault(configs[i].epochs_scan, []).append(i)
-        group.config = dataclasses.replace(group.config, max_epochs=max(group.buckets))
-    return points, configs, list(groups.values())
+            in_point(lambda: check_env_and_network(configs[i], group.env, network=i == first), points[i])
+            group.run_sets.setdefault(configs[i].epochs_scan, []).append(i)
+        # a run set's program: its first point's config scanning the set's epochs (every point of
+        # the set has update_epochs within them), as checked as the points' own
+        group.set_configs = {epochs: check_env_and_network(dataclasses.replace(configs[members[0]], max_epochs=epochs),
+                                                           group.env, network=False)
+                             for epochs, members in group.run_sets.items()}
+        group.config = dataclasses.replace(group.config, max_epochs=max(group.run_sets))
+    return Plan(base, spec, points, configs, list(groups.values()))
 
 
 def run_index(point: int, seed: int, seeds: int) -> int:
@@ -333,51 +350,53 @@ class _PerRun(collections.abc.Sequence):
 
 
 def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | None = None, *,
-          spec: SweepSpec | None = None, first_seed: int = 0, max_parallel: int | None = None,
-          on_plan: Callable[[list[dict], list[Group]], None] | None = None,
-          on_group: Callable[[int, int, Group, int], None] | None = None,
-          checkpoints: Checkpoints | None = None, checkpoint_every: int | None = None, resume: bool = False,
-          meta: dict | None = None, progress=None) -> SweepResult:
-    """Run every point × seed; one compile per static group. Seed s of every point uses
-    `jax.random.PRNGKey(first_seed + s)`, so run k equals `make_train(point config)` with
-    that key. `max_parallel` bounds the runs in flight per device (chunks, same numbers).
-    Every run's config is checked before anything compiles; then `on_plan(points, groups)`
-    is called, and `on_group(g, groups, group, runs)` before each group compiles. A group
-    that would not fit in device memory raises ResourceError before it runs, naming the
-    `max_parallel` that fits.
+          spec: SweepSpec | None = None, **options) -> SweepResult:
+    """Run every point × seed of `cfg` swept over `grid` (or `spec`, a whole `sweep:`
+    section): `run_plan(plan(cfg, spec), **options)`, whose doc says what the options do.
+    One compile per static group; seed s of every point uses `jax.random.PRNGKey(first_seed
+    + s)`, so run k equals `make_train(point config)` with that key."""
+    if spec is None:
+        spec = make_spec(grid=grid, seeds=seeds)
+    elif grid is not None or seeds is not None:
+        raise TypeError("give either spec or grid/seeds (make_spec merges a section with them)")
+    return run_plan(plan(cfg, spec), **options)
+
+
+def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = None,
+             on_group: Callable[[int, int, Group, int], None] | None = None,
+             checkpoints: Checkpoints | None = None, checkpoint_every: int | None = None, resume: bool = False,
+             meta: dict | None = None, progress=None) -> SweepResult:
+    """Run a planned sweep (`plan`: every config checked, each group's environment built).
+    Seed s of every point uses `jax.random.PRNGKey(first_seed + s)`. `max_parallel` bounds
+    the runs in flight per device (chunks, same numbers). `on_group(g, groups, group, runs)`
+    is called before each group compiles. A group that would not fit in device memory raises
+    ResourceError before it runs, naming the `max_parallel` that fits.
 
     With `checkpoints`, the full state of every run is saved at the end, and after every
     `checkpoint_every` updates (`meta` saved beside it); `resume` continues from the
     newest complete checkpoint. `progress(updates_done, episode_return)` is called on the
     host per run after each chunk of updates (`runs.execute`)."""
-    if spec is None:
-        spec = make_spec(grid=grid, seeds=seeds)
-    elif grid is not None or seeds is not None:
-        raise TypeError("give either spec or grid/seeds (make_spec merges a section with them)")
+    spec, points, configs, groups = planned.spec, planned.points, planned.configs, planned.groups
     for name, value in (("max_parallel", max_parallel), ("checkpoint_every", checkpoint_every)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ConfigError(name, value, "must be an integer of at least 1")
+        if value is not None:
+            integer(name, value, 1)
     if isinstance(first_seed, bool) or not isinstance(first_seed, int) or not 0 <= first_seed <= 2**32 - spec.seeds:
         # a key keeps 32 bits of its seed: 2**32 would silently be seed 0 again
         raise ConfigError("first_seed", first_seed, f"must be an integer in [0, 2**32 - seeds] = "
                           f"[0, {2**32 - spec.seeds}]")
-    points, configs, groups = plan(cfg, spec)
-    if on_plan is not None:
-        on_plan(points, groups)
 
-    n_runs = len(points) * spec.seeds
     seed_keys = [np.asarray(jax.random.PRNGKey(first_seed + s)) for s in range(spec.seeds)]
     run_sets = []
     for g, group in enumerate(groups):
-        buckets = {epochs: [(i, s) for i in points_in for s in range(spec.seeds)]
-                   for epochs, points_in in group.buckets.items()}
+        members = {epochs: [(i, s) for i in points_in for s in range(spec.seeds)]
+                   for epochs, points_in in group.run_sets.items()}
         run_sets.append([
-            RunSet(f"group{g}-epochs{epochs}", dataclasses.replace(group.config, max_epochs=epochs),
-                   [run_index(i, s, spec.seeds) for i, s in members], np.stack([seed_keys[s] for _, s in members]),
-                   HParams.stack(dataclasses.replace(group.config, max_epochs=epochs),
-                                 **{name: [getattr(configs[i], name) for i, _ in members] for name in HPARAM_FIELDS}),
-                   [configs[i] for i, _ in members])
-            for epochs, members in buckets.items()])
+            RunSet(f"group{g}-epochs{epochs}", group.set_configs[epochs],
+                   [run_index(i, s, spec.seeds) for i, s in runs], np.stack([seed_keys[s] for _, s in runs]),
+                   HParams.stack(group.set_configs[epochs],
+                                 **{name: [getattr(configs[i], name) for i, _ in runs] for name in HPARAM_FIELDS}),
+                   [configs[i] for i, _ in runs], group.env)
+            for epochs, runs in members.items()])
 
     def group_starts(g, runs):
         if on_group is not None:
@@ -388,7 +407,7 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
                                resume=resume, on_group=group_starts)
 
     runs = [{"point": i, "seed": first_seed + s, **points[i]} for i in range(len(points)) for s in range(spec.seeds)]
-    diverged = np.zeros(n_runs, bool)
+    diverged = np.zeros(planned.runs, bool)
     for run_set in (s for sets in run_sets for s in sets):
         out = outputs[run_set.name]
         finite_params = np.all([np.all(np.isfinite(x), axis=tuple(range(1, x.ndim)))
@@ -396,7 +415,7 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
         finite_loss = np.all(np.isfinite(out.metrics["total_loss"]), axis=1)
         diverged[run_set.runs] = ~(finite_params & finite_loss)
     return SweepResult(points, configs, runs, [s for sets in run_sets for s in sets], outputs, diverged, len(groups),
-                       timings.compile_seconds, timings.run_seconds, spec, cfg, timings)
+                       timings.compile_seconds, timings.run_seconds, spec, planned.base, timings)
 
 
 def swept_keys(result: SweepResult) -> list[str]:
