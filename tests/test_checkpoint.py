@@ -229,21 +229,6 @@ def test_sweep_resumed_from_a_middle_checkpoint_equals_the_whole_sweep(tmp_path,
     assert (cut / "summary.csv").read_text() == (whole / "summary.csv").read_text()
 
 
-def test_a_ctrl_c_is_remembered_and_raised_at_the_next_safe_point():
-    """A library on the way (orbax's saving threads) cannot swallow it: the handler only
-    remembers it, and the runner raises it between chunks or after a save."""
-    from purejaxppo.experiments.runs import _Interrupts
-
-    before = signal.getsignal(signal.SIGINT)
-    with _Interrupts() as interrupts:
-        interrupts.check()  # nothing pending
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.01)  # delivered: no KeyboardInterrupt here
-        with pytest.raises(KeyboardInterrupt):
-            interrupts.check()
-    assert signal.getsignal(signal.SIGINT) is before
-
-
 def test_a_run_folder_written_by_0_4_loads_and_acts_as_it_did_there(tmp_path):
     """tests/data/run_0_4: `purejaxppo train cartpole --seeds 2 --set num_envs=4 --set
     num_steps=16 --set total_timesteps=256 --set hidden_sizes=[8]` written by purejaxppo 0.4

@@ -22,14 +22,21 @@ def test_write_new_is_whole_or_nothing_and_never_replaces(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.png"]  # no temporary file left
 
 
-def test_one_failed_artefact_leaves_the_others(tmp_path):
+def test_one_failed_artefact_leaves_the_others(tmp_path, capsys):
+    from purejaxppo.experiments.faults import Failures
+
     def broken():
         raise ValueError("cannot draw")
 
     (tmp_path / "taken.md").write_text("mine")
-    failed = folder.write_artefacts(tmp_path, [("one.csv", lambda: "1"), ("plot.png", broken),
-                                               ("taken.md", lambda: "theirs"), ("two.csv", lambda: "2")])
-    assert failed == ["plot.png: ValueError: cannot draw", "taken.md: FileExistsError: File exists"]
+    failures = Failures()
+    assert not folder.write_artefacts(tmp_path, [("one.csv", lambda: "1"), ("plot.png", broken),
+                                                 ("taken.md", lambda: "theirs"), ("two.csv", lambda: "2")], failures)
+    assert list(failures.failed) == ["plot.png", "taken.md"]
+    assert capsys.readouterr().err.splitlines() == [
+        "purejaxppo: error: could not write plot.png (ValueError: cannot draw); the other results are written apart "
+        "from it", "purejaxppo: error: could not write taken.md (File exists); the other results are written apart "
+        "from it"]
     assert (tmp_path / "one.csv").read_text() == "1" and (tmp_path / "two.csv").read_text() == "2"
     assert (tmp_path / "taken.md").read_text() == "mine" and not (tmp_path / "plot.png").exists()
 
@@ -58,7 +65,7 @@ def test_a_file_that_appears_during_a_run_is_kept_and_the_rest_is_written(tmp_pa
     monkeypatch.setattr(cli.RunFolder, "write_run_results", someone_wrote_summary_md)
     assert main(["train", "configs/cartpole.yaml", *QUICK, "--out", str(out)]) == 1
     error = capsys.readouterr().err.strip()
-    assert len(error.splitlines()) == 1 and "could not write summary.md: FileExistsError" in error
+    assert len(error.splitlines()) == 1 and "could not write summary.md (File exists)" in error
     assert (out / "summary.md").read_text() == "someone else's notes"
     for name in ("config.yaml", "metrics.csv", "summary.json", "learning_curve.png"):
         assert (out / name).stat().st_size > 0, name

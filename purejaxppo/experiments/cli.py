@@ -12,7 +12,10 @@
 `train` is a one-point sweep: both run through `sweep.sweep` (chunks, checkpoints,
 evaluation of the final policy, divergence flags) and differ only in the tables they
 print and the files they write. Every bad input is one line and exit code 2, before
-anything compiles; Ctrl-C is one line and exit code 130, the newest checkpoint kept.
+anything compiles. A stop signal (Ctrl-C's SIGINT, SIGTERM, SIGHUP) at any phase is one
+line and exit code 130, 143 or 129, the newest complete checkpoint kept and named with the
+command to resume (`faults`). A write that fails (a full disk, a folder made read-only) is
+one line naming it, the run goes on and writes what it can, and the command exits 1.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import collections
 import json
 import os
 import shlex
+import signal
 import sys
 from pathlib import Path
 
@@ -33,9 +37,10 @@ from rich.table import Table
 
 from purejaxppo import __version__, configs
 from purejaxppo.experiments import compile_cache, replay, report
+from purejaxppo.experiments.faults import STOP_SIGNALS, Stopped, stop_signals
 from purejaxppo.config import ConfigError, check_fields, config_values, parse_override, text_table
 from purejaxppo.errors import NO_VALUE, UsageError
-from purejaxppo.experiments.folder import RunFolder, write_new
+from purejaxppo.experiments.folder import FINISHED, RunFolder, write_new
 from purejaxppo.experiments.live import LiveLog, check_wandb
 from purejaxppo.experiments.parallel import init_distributed_from_env, is_writer, use_all_cpu_cores
 from purejaxppo.experiments.stats import mean_se
@@ -213,7 +218,6 @@ def _start(args):
 
 def run_command(args) -> int:
     meta, planned, folder = _start(args)
-    base, spec, groups = planned.base, planned.spec, planned.groups
     resuming = folder is not None
     if args.wandb:
         check_wandb()
@@ -221,12 +225,42 @@ def run_command(args) -> int:
     writer = is_writer()  # several processes: each computes its shard, process 0 writes
     if resuming and jax.process_count() > 1:
         raise ConfigError("--resume", args.resume, "resuming is not supported with several processes yet")
-    if not resuming and writer:
-        folder = RunFolder.claim(args.out, args.command, base.env)
-        folder.write_config(base, spec)
+    if resuming:
+        folder.lock("--resume")
+    elif writer:
+        folder = RunFolder.claim(args.out, args.command, planned.base.env)  # and locked
+    try:
+        return _run(args, meta, planned, folder if writer else None, resuming)
+    except Stopped as stop:
+        stop.outcome = _stopped(args, folder if writer else None)
+        raise
+    finally:
+        if folder is not None:
+            folder.unlock()
 
+
+def _resume_command(args, folder) -> str:
+    return f"purejaxppo {args.command} --resume {shlex.quote(str(folder))}"
+
+
+def _stopped(args, folder) -> str:
+    """What a stop left: the newest complete checkpoint and the command to resume."""
+    if folder is None:
+        return f"process {jax.process_index()}: process 0 keeps the checkpoints"
+    newest = folder.newest_checkpoint()
+    if newest is None:
+        return "before the first checkpoint: nothing to resume (--checkpoint-every K saves every K updates)"
+    return f"the newest complete checkpoint is at update {newest}; resume with: {_resume_command(args, folder)}"
+
+
+def _run(args, meta, planned, folder, resuming) -> int:
+    """Run the plan, and write the results; `folder`: the run folder, locked (None: a process that
+    does not write)."""
+    base, spec, groups = planned.base, planned.spec, planned.groups
+    writer = folder is not None
+    if writer and not folder.config_file.exists():  # a new folder's, or a resumed one's that was deleted
+        folder.write_config(base, spec)
     console = Console()
-    resume_command = f"purejaxppo {args.command} --resume {shlex.quote(str(folder))}"
     checkpoints = folder.checkpoints(keep=meta["keep"]) if writer else None
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -249,7 +283,8 @@ def run_command(args) -> int:
             bar.update(task, completed=record["update"], description=text or "training")
 
         live = LiveLog(folder.path if writer else None, on_record=show, tensorboard=args.tensorboard,
-                       wandb_project=args.wandb if writer else None, wandb_config=meta)
+                       wandb_project=args.wandb if writer else None, wandb_config=meta,
+                       failures=folder.failures if writer else None)
 
         def on_group(g, n_groups, group, group_runs):
             live.group(g, group_runs, group.config.batch_size)
@@ -260,16 +295,6 @@ def run_command(args) -> int:
             result = run_plan(planned, first_seed=meta["first_seed"], max_parallel=meta["max_parallel"],
                               on_group=on_group, checkpoints=checkpoints, checkpoint_every=meta["checkpoint_every"],
                               resume=resuming, meta=meta, progress=live)
-        except KeyboardInterrupt:
-            bar.stop()
-            newest = checkpoints.latest() if checkpoints is not None else None
-            line = (f"interrupted: the newest complete checkpoint is at update {newest}; resume with: "
-                    f"{resume_command}" if newest is not None else
-                    "interrupted before the first checkpoint: nothing to resume (--checkpoint-every K saves "
-                    "every K updates)")
-            print(f"purejaxppo: {line}", file=sys.stderr, flush=True)
-            sys.stdout.flush()
-            os._exit(130)  # at once: the chunk in flight is dropped, the checkpoints stay as they are
         finally:
             live.close()
     if not writer:
@@ -279,22 +304,24 @@ def run_command(args) -> int:
     console.print(f"compile {timings.compile_seconds:.1f} s ({timings.compiles} programs), run "
                   f"{timings.run_seconds:.1f} s, {timings.checkpoints} checkpoint(s) "
                   f"({timings.checkpoint_bytes / 2**20:.2f} MiB, {timings.checkpoint_seconds:.2f} s in all)")
-    failed = (_write_train_results if args.command == "train" else _write_sweep_results)(
+    finished = (_write_train_results if args.command == "train" else _write_sweep_results)(
         folder, base, spec, result, console)
     console.print(f"{'run' if args.command == 'train' else 'sweep'} folder: {folder}")
-    for line in failed:
-        print(f"purejaxppo: error: could not write {line} (the other results and the checkpoints are in "
-              f"{folder})", file=sys.stderr)
-    return 1 if failed else 0
+    if not finished:  # a complete checkpoint can write the rest
+        newest = folder.newest_checkpoint()
+        print(f"purejaxppo: {folder} is not finished ({FINISHED}, its mark, waits for what could not be written); "
+              f"the newest complete checkpoint is at update {newest}; once the fault is fixed, write what is missing "
+              f"with: {_resume_command(args, folder)}", file=sys.stderr)
+    return 1 if folder.failures else 0
 
 
-def _write_train_results(folder, base, spec, result, console) -> list[str]:
+def _write_train_results(folder, base, spec, result, console) -> bool:
     seeds = [run["seed"] for run in result.runs]
     runs = result.point(0)  # a train run is one point: its seeds, stacked
     summary = report.summarize(runs.metrics, steps_per_run=base.num_updates * base.batch_size,
                                run_seconds=result.run_seconds, compile_seconds=result.compile_seconds,
                                evaluation=runs.evaluation, diverged=result.diverged)
-    failed = folder.write_run_results(base, runs.metrics, summary, seeds)
+    finished = folder.write_run_results(base, runs.metrics, summary, seeds)
     table = Table(title=f"{base.env}, mean ± s.e. over {len(seeds)} seed(s)")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -302,17 +329,17 @@ def _write_train_results(folder, base, spec, result, console) -> list[str]:
         table.add_row(name, value)
     console.print(table)
     console.print(f"per-epoch clip fraction: {summary['diagnosis']}")
-    return failed
+    return finished
 
 
-def _write_sweep_results(folder, base, spec, result, console) -> list[str]:
+def _write_sweep_results(folder, base, spec, result, console) -> bool:
     rows, swept = report.sweep_summary(result), swept_keys(result)
-    failed = folder.write_sweep_results(result, rows, swept)
+    finished = folder.write_sweep_results(result, rows, swept)
     print(report.sweep_markdown(rows, swept, spec.threshold), flush=True)
     steps = spec.seeds * sum(cfg.num_updates * cfg.batch_size for cfg in result.configs)
     console.print(f"{steps / result.run_seconds:,.0f} steps/s over all runs; "
                   f"diverged runs: {int(np.sum(result.diverged))}")
-    return failed
+    return finished
 
 
 # --------------------------------------------------------------------------------------
@@ -375,19 +402,27 @@ def main(argv=None) -> int:
     use_all_cpu_cores()  # seeds spread over the cores; before JAX starts its backend
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
-    init_distributed_from_env()  # several processes: each computes its shard, process 0 writes
-    if not getattr(args, "no_cache", True):
-        try:
-            compile_cache.enable()  # before anything compiles
-        except OSError as error:
-            print(f"purejaxppo: compiling without the persistent cache: {error}", file=sys.stderr)
+    # several processes: each computes its shard, process 0 writes; JAX's preemption notifier then keeps SIGTERM
+    distributed = init_distributed_from_env()
     try:
-        if args.command == "configs":
-            return configs_command()
-        return eval_command(args) if args.command == "eval" else run_command(args)
+        with stop_signals([s for s in STOP_SIGNALS if not (distributed and s == signal.SIGTERM)]):
+            if not getattr(args, "no_cache", True):
+                try:
+                    compile_cache.enable()  # before anything compiles
+                except OSError as error:
+                    print(f"purejaxppo: compiling without the persistent cache: {error}", file=sys.stderr)
+            if args.command == "configs":
+                return configs_command()
+            return eval_command(args) if args.command == "eval" else run_command(args)
     except UsageError as error:
         print(f"purejaxppo: error: {error}", file=sys.stderr)
         return 2
+    except Stopped as stop:
+        outcome = stop.outcome or (f"the evaluation did not finish ({args.folder} is unchanged)"
+                                   if args.command == "eval" else "before the run started: nothing was written")
+        print(f"purejaxppo: stopped by {stop.name}: {outcome}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(stop.exit_code)  # at once: a program in flight is dropped, the checkpoints stay as they are
 
 
 if __name__ == "__main__":

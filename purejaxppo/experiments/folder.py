@@ -1,20 +1,30 @@
 """A run or sweep folder, and its one owner, `RunFolder`.
 
+    <folder>/.lock                       while a process writes the folder: its pid and host
     <folder>/config.yaml or sweep.yaml   the resolved config (a sweep's: base config and spec), at the start
     <folder>/checkpoints/                the checkpoints (checkpoint.Checkpoints: orbax storage)
     <folder>/progress.jsonl              live progress (live.LiveLog)
-    <folder>/metrics.csv, summary.*, *.png   the results, at the end
+    <folder>/metrics.csv, summary.*, *.png   the results, at the end; summary.md last
 
 A folder is claimed (created) before anything compiles, so that one that cannot be written
-is refused before any work and two runs never share one. Every file is written whole or
-not at all and never replaces another (`write_new`); one result that cannot be written
-spares the others (`write_artefacts`). A resumed run must be the run the folder was started
-with. What the files hold comes from purejaxppo.experiments.report (text and bytes, no I/O).
+is refused before any work and two runs never share one; one process at a time writes it
+(`lock`). Every file is written whole or not at all and never replaces another
+(`write_new`); one result that cannot be written spares the others (`write_artefacts`), and
+a checkpoint that cannot be saved leaves the run going. summary.md marks a finished run: it
+is written only once everything else is (the final checkpoint, every other result), so a
+folder whose results were cut short (a stop signal, a full disk) is finished by --resume,
+which writes only what is missing. A resumed run must be the run the folder was started
+with, and its config file must agree with its checkpoint. What the files hold comes from
+purejaxppo.experiments.report (text and bytes, no I/O).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -27,10 +37,12 @@ from purejaxppo.compiler import compiler_options
 from purejaxppo.config import ConfigError, PPOConfig, make_config
 from purejaxppo.experiments import report
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
+from purejaxppo.experiments.faults import Failures, wait_ready
 from purejaxppo.train import Learner
 
 # what a checkpoint's meta records of the run it was asked to be (the resume comparison reads these)
 RUN_SETTINGS = ("command", "config", "spec", "first_seed", "checkpoint_every", "max_parallel", "keep")
+FINISHED = "summary.md"  # a finished run's mark, written last
 
 
 def write_new(path: Path, data: str | bytes) -> None:
@@ -48,24 +60,76 @@ def write_new(path: Path, data: str | bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def write_artefacts(folder: Path, artefacts: list[tuple[str, Callable[[], str | bytes]]]) -> list[str]:
+def write_artefacts(folder: Path, artefacts: list[tuple[str, Callable[[], str | bytes]]],
+                    failures: Failures) -> bool:
     """Write each (file name, function making its contents) as a new file, one after the
     other; a failure (disk full, a plot that cannot be drawn, a file that appeared in the
-    meantime) leaves the others. Returns one line per file that failed, naming it and why."""
-    failed = []
+    meantime) is reported to `failures` (one line naming the file and why) and leaves the
+    others. Returns whether every file was written."""
+    written = True
     for name, make in artefacts:
         try:
             write_new(Path(folder) / name, make())
         except Exception as error:  # noqa: BLE001 -- any failure of one artefact must spare the others
-            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-            failed.append(f"{name}: {type(error).__name__}: {reason}")
-    return failed
+            failures.report(name, error, "the other results are written apart from it")
+            written = False
+    return written
 
 
 def _settings(meta: Mapping[str, Any]) -> dict:
     """A run's settings as one flat mapping, to name each one that changed."""
     return {**meta["config"], **{f"sweep.{k}": v for k, v in meta["spec"].items()},
             **{k: v for k, v in meta.items() if k not in ("config", "spec")}}
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process `pid` runs on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+def _drop_closed_loop_callbacks() -> None:
+    """When a save fails, tensorstore's writes still pending call back into orbax's event
+    loop, closed by then: each prints an "unraisable" RuntimeError with its traceback, which
+    says no more than the line reporting the save. Those (and only those) are dropped."""
+    previous = sys.unraisablehook
+    if getattr(previous, "drops_closed_loop_callbacks", False):
+        return
+
+    def hook(unraisable):
+        if not (unraisable.exc_type is RuntimeError and "Event loop is closed" in str(unraisable.exc_value)):
+            previous(unraisable)
+
+    hook.drops_closed_loop_callbacks = True
+    sys.unraisablehook = hook
+
+
+class _Checkpoints(Checkpoints):
+    """A run folder's checkpoints: a save that fails (a full disk, a folder made read-only)
+    does not stop the run. It is said once, in one line; its partial files are removed (they
+    would hold the space the results need); the folder remembers the step (`unsaved`)."""
+
+    def __init__(self, run_folder: RunFolder, keep: int | None, create: bool):
+        super().__init__(run_folder.path / "checkpoints", keep=keep, create=create)
+        self._run_folder = run_folder
+
+    def save(self, step: int, states: dict, metrics: dict, meta: dict) -> None:
+        _drop_closed_loop_callbacks()
+        try:
+            super().save(step, states, metrics, meta)
+        except Exception as error:  # noqa: BLE001 -- orbax raises many kinds (tensorstore: ValueError)
+            for partial in self.folder.glob(f"{step}.orbax-checkpoint-tmp*"):
+                shutil.rmtree(partial, ignore_errors=True)
+            self._run_folder.unsaved.append(step)
+            newest = self.latest()
+            self._run_folder.failures.report(
+                "checkpoints/", error, f"the checkpoint at update {step} is not saved and the run goes on; "
+                + (f"the newest complete one is at update {newest}" if newest is not None else "none is complete"))
 
 
 class RunFolder:
@@ -75,6 +139,10 @@ class RunFolder:
     def __init__(self, path: str | Path, command: str | None = None):
         self.path = Path(path)
         self.command = command
+        self.failures = Failures()       # the writes into the folder that failed
+        self.unsaved: list[int] = []     # steps whose checkpoint could not be saved
+        self._kept: set[str] = set()     # files a resumed folder held already: not written again
+        self._locked = False
 
     def __str__(self) -> str:
         return str(self.path)
@@ -95,12 +163,62 @@ class RunFolder:
         for folder in candidates:
             try:
                 folder.mkdir(parents=True, exist_ok=out is not None)
-                return cls(folder, command)
             except FileExistsError:
                 continue
             except OSError as error:
                 raise ConfigError("--out", str(folder), f"cannot be created: {error.strerror}") from None
+            claimed = cls(folder, command)
+            claimed.lock("--out")
+            return claimed
         raise ConfigError("--out", str(candidates[0]), "no free folder name")
+
+    # ---------------------------------------------------------------- one writer
+    @property
+    def lock_file(self) -> Path:
+        return self.path / ".lock"
+
+    def lock(self, option: str) -> None:
+        """Become the folder's one writer, or refuse (ConfigError on `option`, naming the
+        holder): .lock is made with `write_new` (atomic, never replacing one: of two
+        processes, one gets it) and holds this process's pid and host. A lock whose holder
+        is gone (this host, no such process: a killed run) is taken over, with a line
+        saying so. A file, not flock: it names its holder, and works on network file systems."""
+        mine = {"pid": os.getpid(), "host": socket.gethostname()}
+        for _ in range(2):  # a second try after taking over a stale lock
+            try:
+                write_new(self.lock_file, json.dumps(mine))
+                self._locked = True
+                return
+            except FileExistsError:
+                pass
+            except OSError as error:
+                raise ConfigError(option, str(self.path), f"cannot be written: {error.strerror}") from None
+            try:
+                holder = json.loads(self.lock_file.read_text())
+                pid, host = int(holder["pid"]), str(holder["host"])
+            except FileNotFoundError:
+                continue  # released in the meantime
+            except (OSError, ValueError, TypeError, KeyError):
+                raise ConfigError(option, str(self.path), f"is locked by {self.lock_file}, which is unreadable; delete "
+                                  "it if no run writes this folder any more") from None
+            if host != mine["host"] or _alive(pid):
+                where = "" if host == mine["host"] else f" on host {host}"
+                raise ConfigError(option, str(self.path), f"is being written by process {pid}{where} (its "
+                                  f"{self.lock_file.name}); one process at a time writes a folder: wait for it to end"
+                                  + (f", or delete {self.lock_file} if that run is gone" if where else ""))
+            print(f"purejaxppo: {self.path} was locked by process {pid}, which is gone: taking it over",
+                  file=sys.stderr, flush=True)
+            self.lock_file.unlink(missing_ok=True)
+        raise ConfigError(option, str(self.path), "is being locked by another process at the same time")
+
+    def unlock(self) -> None:
+        """Release the lock, if this process holds it (at exit, however the command ends)."""
+        if self._locked:
+            self._locked = False
+            try:
+                self.lock_file.unlink()
+            except OSError:
+                pass  # a folder made read-only: the next writer finds its holder gone and takes it over
 
     @property
     def config_file(self) -> Path:
@@ -119,7 +237,14 @@ class RunFolder:
                               f"{error.strerror}") from None
 
     def checkpoints(self, keep: int | None = None, create: bool = True) -> Checkpoints:
-        return Checkpoints(self.path / "checkpoints", keep=keep, create=create)
+        return _Checkpoints(self, keep, create)
+
+    def newest_checkpoint(self) -> int | None:
+        """The step of the newest complete checkpoint; None if there is none."""
+        try:
+            return self.checkpoints(create=False).latest()
+        except CheckpointError:
+            return None
 
     # ---------------------------------------------------------------- resuming
     @classmethod
@@ -134,32 +259,80 @@ class RunFolder:
         if saved["command"] != command:
             raise CheckpointError(f"{path} holds a {saved['command']} run: resume it with "
                                   f"purejaxppo {saved['command']} --resume {path}")
+        folder._kept = {p.name for p in folder.path.iterdir()}
         return folder, saved
 
     def check_resume(self, saved: Mapping[str, Any], asked: Mapping[str, Any]) -> None:
-        """A resumed run must be the same run (what the command line restates is what it was
-        started with), and not a finished one."""
+        """A resumed run must be the run its folder claims (its config file agrees with its
+        checkpoint) and the same run (what the command line restates is what it was started
+        with), and not a finished one."""
+        self._check_config_file(saved)
         before, now = _settings(saved), _settings(asked)
         changed = [f"{key} {before.get(key)!r} -> {now.get(key)!r}" for key in sorted(set(before) | set(now))
                    if before.get(key) != now.get(key)]
         if changed:
             raise ConfigError("--resume", str(self.path), "the run was started with other settings; a resumed run "
                               f"must be the same run: {'; '.join(changed)}")
-        if (self.path / "summary.md").exists():
-            raise ConfigError("--resume", str(self.path), "is a finished run (it has summary.md): nothing to "
+        if (self.path / FINISHED).exists():
+            raise ConfigError("--resume", str(self.path), f"is a finished run (it has {FINISHED}): nothing to "
                               f"resume; evaluate it with: purejaxppo eval {self.path}")
+
+    def _check_config_file(self, saved: Mapping[str, Any]) -> None:
+        """config.yaml (sweep.yaml) must hold the values of the checkpoint it is resumed from:
+        an edited file, or checkpoints copied in from another run, would have the folder claim
+        one run while another one runs. A missing file is written again from the checkpoint."""
+        name = self.config_file.name
+        if not self.config_file.exists():
+            return
+        try:
+            written = yaml.safe_load(self.config_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+            raise ConfigError("--resume", str(self.path), f"cannot read {name} ({type(error).__name__}); restore "
+                              "it, or delete it to have it written again from the checkpoint") from None
+        if not isinstance(written, dict):
+            raise ConfigError("--resume", str(self.path), f"{name} is not a mapping; restore it, or delete it to "
+                              "have it written again from the checkpoint")
+        written = {**PPOConfig().to_dict(), **written}  # a key added since: the file had its default
+        checkpoint = dict(saved["config"])
+        if self.command != "train":
+            section = written.pop("sweep", None)
+            section = section if isinstance(section, dict) else {}
+            written.update({f"sweep.{k}": v for k, v in section.items()})
+            checkpoint.update({f"sweep.{k}": v for k, v in saved["spec"].items()})
+        missing = "(absent)"
+        differ = [f"{key} is {written.get(key, missing)!r} in {name} but {checkpoint.get(key, missing)!r} in the "
+                  "checkpoint" for key in sorted(set(written) | set(checkpoint))
+                  if written.get(key, missing) != checkpoint.get(key, missing)]
+        if differ:
+            raise ConfigError("--resume", str(self.path), f"{name} disagrees with the checkpoint it would resume "
+                              f"from: {'; '.join(differ)}; restore {name} to the checkpoint's values (an edited "
+                              "file, or checkpoints from another run?)")
 
     # ---------------------------------------------------------------- results
     def write_run_results(self, config: PPOConfig, metrics: Mapping[str, np.ndarray], summary: Mapping[str, Any],
-                          seeds: list[int]) -> list[str]:
-        """metrics.csv, summary.json, summary.md, learning_curve.png, each whole or not at all and
-        apart from the others; a line per file that could not be written (`write_artefacts`)."""
-        return write_artefacts(self.path, report.run_artefacts(config, metrics, summary, seeds))
+                          seeds: list[int]) -> bool:
+        """metrics.csv, summary.json, learning_curve.png, summary.md (`_write_results`)."""
+        return self._write_results(report.run_artefacts(config, metrics, summary, seeds))
 
-    def write_sweep_results(self, result, rows: list[dict], swept: list[str]) -> list[str]:
-        """metrics.csv (a row per run per update), summary.md / summary.csv (a row per point), the
-        plots; each whole or not at all and apart from the others; a line per file that failed."""
-        return write_artefacts(self.path, report.sweep_artefacts(result, rows, swept))
+    def write_sweep_results(self, result, rows: list[dict], swept: list[str]) -> bool:
+        """metrics.csv (a row per run per update), summary.csv (a row per point), the plots,
+        summary.md (`_write_results`)."""
+        return self._write_results(report.sweep_artefacts(result, rows, swept))
+
+    def _write_results(self, artefacts) -> bool:
+        """Each result the folder does not hold yet (a resumed folder: only those missing),
+        whole or not at all and apart from the others; a line per file that failed
+        (`write_artefacts`). summary.md, the mark of a finished run, is written last and only
+        if every other result and every checkpoint was written, or else if no checkpoint is
+        complete (nothing could write the rest later). -> False if it waits: --resume then
+        writes what is missing."""
+        artefacts = [(name, make) for name, make in artefacts if name not in self._kept]
+        rest = [(name, make) for name, make in artefacts if name != FINISHED]
+        if not write_artefacts(self.path, rest, self.failures) or self.unsaved:
+            if self.newest_checkpoint() is not None:
+                return False
+        write_artefacts(self.path, [a for a in artefacts if a[0] == FINISHED], self.failures)
+        return True
 
     # ---------------------------------------------------------------- reading it back
     def _restore(self, step: int | None):
@@ -203,7 +376,7 @@ class RunFolder:
             evaluate = jax.jit(jax.vmap(lambda s: learner.evaluate(s, episodes, deterministic,
                                                                    jax.random.PRNGKey(seed))),
                                compiler_options=compiler_options())
-            returns = np.asarray(evaluate(state))
+            returns = wait_ready(evaluate(state))  # polled: a stop signal lands at once
             for j, k in enumerate(meta["sets"][name]["runs"]):
                 out.append({"run": k, "seed": first_seed + k % seeds, "step": meta["step"], "returns": returns[j]})
         return sorted(out, key=lambda r: r["run"])

@@ -7,6 +7,11 @@ per update); when every run of the group in flight has reported an update, one r
 is written: the mean, min and max over runs of the last finished episodes' return, and
 the environment steps per second since the previous record. Nothing here blocks the
 device: a call only appends to a list and writes a line.
+
+Live logging never stops a run: a sink that cannot be opened or written (a full disk, a
+folder made read-only, a W&B failure) is named once in one line (`faults.Failures`) and
+left out from then on; training goes on. TensorBoard events are written in this thread
+(tensorboardX's own writer thread would die silently, then block the run on its full queue).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from purejaxppo.errors import UsageError
+from purejaxppo.experiments.faults import Failures
 
 
 def check_wandb() -> None:
@@ -30,27 +36,61 @@ def check_wandb() -> None:
         raise UsageError("--wandb needs the wandb package: pip install wandb") from None
 
 
+class _Events:
+    """TensorBoard scalars in an event file of `folder`, written and flushed by the caller."""
+
+    def __init__(self, folder: Path):
+        from tensorboardX.event_file_writer import EventsWriter
+
+        folder.mkdir(exist_ok=True)
+        self._writer = EventsWriter(str(folder / "events"))
+
+    def write(self, scalars: dict, step: int, wall_time: float) -> None:
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.summary import scalar
+
+        for name, value in scalars.items():
+            self._writer.write_event(Event(summary=scalar(name, value), step=step, wall_time=wall_time))
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+
 class LiveLog:
-    """`log(updates_done, episode_return)` from the learner; `group(...)` before each group."""
+    """`log(updates_done, episode_return)` from the learner; `group(...)` before each group.
+    `failures`: where a sink that fails is reported (default: a `Failures` of its own)."""
 
     def __init__(self, folder: Path | None, on_record=None, tensorboard: bool = False,
-                 wandb_project: str | None = None, wandb_config: dict | None = None):
+                 wandb_project: str | None = None, wandb_config: dict | None = None,
+                 failures: Failures | None = None):
         self._lock = threading.Lock()
         self._on_record = on_record
         self._pending: dict[int, list[float]] = {}
         self._runs, self._batch_size, self._group = 1, 1, 0
         self._last = None  # (time, updates) of the previous record
-        self._file = open(folder / "progress.jsonl", "a") if folder is not None else None
-        self._tensorboard = None
-        if tensorboard and folder is not None:
-            from tensorboardX import SummaryWriter
-
-            self._tensorboard = SummaryWriter(str(folder / "tensorboard"))
-        self._wandb = None
+        self.failures = failures if failures is not None else Failures()
+        self._sinks: dict[str, object] = {}  # name (as reported) -> open sink
+        if folder is not None:
+            self._open("progress.jsonl", lambda: open(folder / "progress.jsonl", "a", encoding="utf-8"))
+            if tensorboard:
+                self._open("tensorboard/", lambda: _Events(folder / "tensorboard"))
         if wandb_project:
             import wandb
 
-            self._wandb = wandb.init(project=wandb_project, config=wandb_config, dir=str(folder or "."))
+            self._open("wandb", lambda: wandb.init(project=wandb_project, config=wandb_config,
+                                                   dir=str(folder or ".")))
+
+    def _open(self, name: str, make) -> None:
+        self._use(name, lambda: self._sinks.__setitem__(name, make()))
+
+    def _use(self, name: str, write) -> None:
+        """`write()`, unless it fails: then the sink is named once and left out."""
+        try:
+            write()
+        except Exception as error:  # noqa: BLE001 -- live logging never stops a run
+            self._sinks.pop(name, None)
+            self.failures.report(name, error, "live logging to it stops; training goes on")
 
     def group(self, index: int, runs: int, batch_size: int) -> None:
         with self._lock:
@@ -80,23 +120,17 @@ class LiveLog:
             self._write(record)
 
     def _write(self, record: dict) -> None:
-        if self._file is not None:
-            self._file.write(json.dumps(record) + "\n")
-            self._file.flush()
-        scalars = {k: v for k, v in record.items() if k.startswith(("episode_return", "steps_per_second"))}
-        if self._tensorboard is not None:
-            for name, value in scalars.items():
-                self._tensorboard.add_scalar(f"group{record['group']}/{name}", value, record["env_steps"])
-        if self._wandb is not None:
-            self._wandb.log({"env_steps": record["env_steps"],
-                             **{f"group{record['group']}/{k}": v for k, v in scalars.items()}})
+        scalars = {f"group{record['group']}/{k}": v for k, v in record.items()
+                   if k.startswith(("episode_return", "steps_per_second"))}
+        writes = {"progress.jsonl": lambda f: (f.write(json.dumps(record) + "\n"), f.flush()),
+                  "tensorboard/": lambda events: events.write(scalars, record["env_steps"], record["time"]),
+                  "wandb": lambda run: run.log({"env_steps": record["env_steps"], **scalars})}
+        for name, sink in list(self._sinks.items()):
+            self._use(name, lambda: writes[name](sink))
         if self._on_record is not None:
             self._on_record(record)
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-        if self._tensorboard is not None:
-            self._tensorboard.close()
-        if self._wandb is not None:
-            self._wandb.finish()
+        for name, sink in list(self._sinks.items()):
+            self._use(name, sink.finish if name == "wandb" else sink.close)
+        self._sinks.clear()

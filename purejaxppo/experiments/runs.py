@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import signal
-import threading
 import time
 from typing import Callable
 
@@ -36,6 +34,7 @@ import jax
 import numpy as np
 
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
+from purejaxppo.experiments.faults import deferred, stop_signals, wait_ready
 from purejaxppo.config import HParams, PPOConfig
 from purejaxppo.envs import Env
 from purejaxppo.experiments.parallel import ShardedBuckets
@@ -63,43 +62,6 @@ class Timings:
     checkpoint_seconds: float = 0.0  # saving checkpoints
     checkpoints: int = 0
     checkpoint_bytes: int = 0        # arrays in the last checkpoint
-
-
-class _Interrupts:
-    """Ctrl-C (SIGINT) while runs execute: a handler remembers it, and `check` raises it as
-    KeyboardInterrupt at the next safe point (a poll of a computing chunk, or right after a
-    checkpoint is saved), so no library on the way (orbax's saving, with its threads) can
-    swallow it and a checkpoint is never cut half-way. Installed only in the main thread."""
-
-    def __init__(self):
-        self.pending, self.previous = False, None
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGINT, self._remember)
-        return self
-
-    def _remember(self, signum, frame):
-        self.pending = True
-
-    def check(self):
-        if self.pending:
-            raise KeyboardInterrupt
-
-    def __exit__(self, *exc):
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
-
-
-def _wait(outs, interrupts: _Interrupts):
-    """Block until `outs` are computed, polling, so that the main thread keeps running
-    Python: a Ctrl-C lands within ~50 ms, not when the chunk ends."""
-    for leaf in jax.tree.leaves(outs):
-        while isinstance(leaf, jax.Array) and not leaf.is_ready():  # (several processes: numpy, gathered)
-            interrupts.check()
-            time.sleep(0.05)
-    interrupts.check()
-    return jax.tree.map(np.asarray, outs)
 
 
 def _stack(parts: list[dict]) -> dict:
@@ -149,11 +111,11 @@ class _Group:
     def programs(self) -> list[ShardedBuckets]:
         return [self.init, *self._chunks.values(), *([self.evaluate] if self.evaluate is not None else [])]
 
-    def evaluation(self, interrupts) -> list[dict]:
+    def evaluation(self) -> list[dict]:
         """Every set's final policies on fresh episodes, greedy and sampled:
         [{"deterministic": [n, episodes], "stochastic": [n, episodes]}] per set."""
-        modes = {name: _wait(self.evaluate([(state, np.full(len(s.runs), deterministic))
-                                            for s, state in zip(self.sets, self.states)]), interrupts)
+        modes = {name: wait_ready(self.evaluate([(state, np.full(len(s.runs), deterministic))
+                                                 for s, state in zip(self.sets, self.states)]))
                  for name, deterministic in EVAL_MODES.items()}
         return [{name: returns[i] for name, returns in modes.items()} for i in range(len(self.sets))]
 
@@ -178,8 +140,9 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     done added) is saved after each chunk of `chunk_updates`, or without it after each
     group; with `resume`,
     the newest one is restored first. A Ctrl-C while a chunk computes stops within ~50 ms
-    (KeyboardInterrupt): the chunk is dropped, the newest checkpoint stays as it was; one
-    during a checkpoint's save stops right after it.
+    (`faults.Stopped`, a KeyboardInterrupt; the command line's SIGTERM and SIGHUP too): the
+    chunk is dropped, the newest checkpoint stays as it was; one during a checkpoint's save
+    stops right after it.
     `on_group(g, runs)` is called before group g compiles.
     """
     timings = Timings()
@@ -208,16 +171,15 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
         timings.checkpoint_bytes = checkpoints.last_save_bytes
 
     results: dict[str, TrainResult] = {}
-    with _Interrupts() as interrupts:
+    with stop_signals():
         for group in compiled:
             start = time.perf_counter()
             if group.states is None:
-                group.states = _wait(group.init(), interrupts)
+                group.states = wait_ready(group.init())
             while group.updates_done < group.num_updates:
                 updates = min(group.chunk, group.num_updates - group.updates_done)
-                outs = _wait(group.chunk_program(updates)([(state, s.hparams)
-                                                            for state, s in zip(group.states, group.sets)]),
-                             interrupts)
+                outs = wait_ready(group.chunk_program(updates)([(state, s.hparams)
+                                                                 for state, s in zip(group.states, group.sets)]))
                 group.states = [state for state, _ in outs]
                 for parts, (_, metrics) in zip(group.metrics, outs):
                     parts.append(metrics)
@@ -228,12 +190,12 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
                             group.progress(group.updates_done, ret)
                 timings.run_seconds += time.perf_counter() - start
                 if checkpoints is not None and (chunk_updates or group.updates_done == group.num_updates):
-                    save()
-                    interrupts.check()
+                    with deferred():  # a stop signal during the save is raised after it
+                        save()
                 start = time.perf_counter()
             evaluation = [{} for _ in group.sets]
             if group.evaluate is not None:
-                evaluation = group.evaluation(interrupts)
+                evaluation = group.evaluation()
             timings.run_seconds += time.perf_counter() - start
             for s, state, parts, ev in zip(group.sets, group.states, group.metrics, evaluation):
                 results[s.name] = TrainResult(state, _stack(parts), ev)

@@ -1,0 +1,152 @@
+"""Faults while a command runs: stop signals and writes that fail.
+
+Stop signals. Ctrl-C (SIGINT), a job scheduler's SIGTERM and a closed terminal's SIGHUP are
+handled alike at every phase, inside `stop_signals()`: the handler raises `Stopped` in the
+main thread at once (a computing program is waited for by polling, `wait_ready`, so that
+it lands within ~50 ms), except inside `deferred()`: a section a stop must not cut (a
+checkpoint's save), where it is raised when the section ends. `Stopped` is a
+KeyboardInterrupt, so library code that stops on Ctrl-C stops on it; the command line
+turns it into one line and exit code 128 + the signal (130, 143, 129). A second signal
+while the first is handled is ignored.
+
+Failed writes. `Failures` says, on one line each, which write failed and what happens
+instead, once per file, and remembers it: the command then exits 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import sys
+import threading
+import time
+
+import jax
+import numpy as np
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal (`signum`), raised in the main thread."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.outcome: str | None = None  # what the stop left, for the line the command line prints
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class _Handling:
+    """The one installed handling (stop signals are process-wide): nested `stop_signals`
+    share the outermost's."""
+
+    def __init__(self):
+        self.depth = 0          # nesting of stop_signals
+        self.deferring = 0      # nesting of deferred()
+        self.signum = None      # the signal received, once one is
+        self.previous = {}      # signal -> the handler before ours
+
+    def handle(self, signum, frame):
+        if self.signum is not None:
+            return  # a stop is under way already
+        self.signum = signum
+        if not self.deferring:
+            raise Stopped(signum)
+
+
+_handling = _Handling()
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def stop_signals(signums=(signal.SIGINT,)):
+    """While inside, each of `signums` raises `Stopped` (at once, or at the end of a
+    `deferred()` section). Inside another `stop_signals`, the outer one's signals stay in
+    force; outside the main thread (which alone receives signals), nothing is installed."""
+    if not _main_thread():
+        yield
+        return
+    if _handling.depth == 0:
+        _handling.signum = None
+        _handling.previous = {s: signal.signal(s, _handling.handle) for s in signums}
+    _handling.depth += 1
+    try:
+        yield
+    finally:
+        _handling.depth -= 1
+        if _handling.depth == 0:
+            for s, previous in _handling.previous.items():
+                signal.signal(s, previous)
+            _handling.previous = {}
+
+
+@contextlib.contextmanager
+def deferred():
+    """A section a stop signal must not cut: one received inside is raised as `Stopped`
+    when the section ends (normally; an exception on its way out goes on instead)."""
+    if not _main_thread():
+        yield
+        return
+    _handling.deferring += 1
+    try:
+        yield
+    finally:
+        _handling.deferring -= 1
+    if not _handling.deferring and _handling.signum is not None and _handling.depth:
+        raise Stopped(_handling.signum)
+
+
+def wait_ready(outs):
+    """`outs` computed, as numpy: polled rather than blocked on, so that the main thread
+    keeps running Python and a stop signal lands within ~50 ms, not when the program ends."""
+    for leaf in jax.tree.leaves(outs):
+        while isinstance(leaf, jax.Array) and not leaf.is_ready():  # (several processes: numpy, gathered)
+            time.sleep(0.05)
+    return jax.tree.map(np.asarray, outs)
+
+
+# --------------------------------------------------------------------------------------
+# failed writes
+# --------------------------------------------------------------------------------------
+def reason(error: BaseException) -> str:
+    """Why a write failed, in a few words: an OSError's strerror ("No space left on device"),
+    or the system's words for the error code a library's message carries (tensorstore's
+    "[os_error_code='28']"), else the message's first line."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    code = re.search(r"os_error_code='?(\d+)", str(error))
+    if code:
+        return os.strerror(int(code.group(1)))
+    text = str(error).splitlines()[0][:200] if str(error) else ""
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+class Failures:
+    """The writes of one command that failed: `report(what, error, then)` prints
+    "purejaxppo: error: could not write WHAT (why); THEN" on stderr, the first time for
+    each `what`, and remembers it (`failed`: what -> line)."""
+
+    def __init__(self):
+        self.failed: dict[str, str] = {}
+
+    def report(self, what: str, error: BaseException, then: str) -> None:
+        if what in self.failed:
+            return
+        self.failed[what] = f"could not write {what} ({reason(error)}); {then}"
+        print(f"purejaxppo: error: {self.failed[what]}", file=sys.stderr, flush=True)
+
+    def __bool__(self) -> bool:
+        return bool(self.failed)
