@@ -97,10 +97,11 @@ def check_meta(meta, step: int, where: Path) -> dict:
     if not isinstance(meta, dict):
         raise CheckpointError(f"{where}: not a {FORMAT} checkpoint")
     if meta.get("format") != FORMAT:
-        versions = meta.get("versions") if isinstance(meta.get("versions"), dict) else {}
-        if "format" not in meta and "purejaxppo" not in versions:
-            raise CheckpointError(f"{where}: not a {FORMAT} checkpoint")
-        written = versions.get("purejaxppo", "an unknown version")
+        recorded = meta.get("versions") if isinstance(meta.get("versions"), dict) else {}
+        if "format" not in meta:  # a purejaxppo checkpoint records its format and versions
+            raise CheckpointError(f"{where}: damaged metadata: it has no format" if "purejaxppo" in recorded
+                                  else f"{where}: not a {FORMAT} checkpoint")
+        written = recorded.get("purejaxppo", "an unknown version")
         raise CheckpointError(f"{where}: a checkpoint in format {meta.get('format')!r} written by purejaxppo "
                               f"{written}; this purejaxppo ({versions()['purejaxppo']}) reads {FORMAT}: read it with "
                               f"the purejaxppo that wrote it")
