@@ -42,6 +42,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -424,12 +425,17 @@ def machine_info() -> dict:
 def write_results(run: dict, out_dir: Path, cases: list[Case], plots: bool = True) -> dict:
     """<out_dir>/<date>-<hardware>-suite[-quick][-<case>+<case> for a subset].{md,json} and
     <stem>-<case>.png; returns the paths. `cases`: the definitions (plots, explanations) of
-    the cases in `run`."""
+    the cases in `run`. A results file is never replaced: when the name is taken (a second run
+    on one day), the stem gets -2, -3, ..."""
+    from purejaxppo.experiments.folder import write_new
+
     registry = by_name(cases)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"{run['date']}-{run['machine']['hardware']}-suite" + ("-quick" if run["quick"] else "")
+    base = f"{run['date']}-{run['machine']['hardware']}-suite" + ("-quick" if run["quick"] else "")
     if run.get("subset"):
-        stem += "-" + "+".join(run["subset"])
+        base += "-" + "+".join(run["subset"])
+    stem = next(s for s in [base, *(f"{base}-{n}" for n in range(2, 10**6))]
+                if not any((out_dir / f"{s}{ext}").exists() for ext in (".md", ".json")))
     paths = {"md": out_dir / f"{stem}.md", "json": out_dir / f"{stem}.json"}
     if plots:
         for case in run["cases"]:
@@ -444,9 +450,56 @@ def write_results(run: dict, out_dir: Path, cases: list[Case], plots: bool = Tru
             except Exception as e:  # noqa: BLE001 - a missing matplotlib costs the plot only
                 run.setdefault("notes", []).append(f"plot for {case['name']} not written: {type(e).__name__}: {e}")
     run["files"] = {k: p.name for k, p in paths.items()}
-    paths["md"].write_text(render_markdown(run, cases))
-    paths["json"].write_text(json.dumps(run, indent=1, default=str))
+    write_new(paths["json"], json.dumps(run, indent=1, default=str))
+    write_new(paths["md"], render_markdown(run, cases))
     return paths
+
+
+def _refuse(line: str) -> int:
+    print(f"python -m benchmarks: error: {line}", file=sys.stderr)
+    return 2
+
+
+def _out_problem(out: Path) -> str | None:
+    """Why the results folder cannot take the results (None: it can): checked before anything is
+    measured, by making it and writing a file into it."""
+    from purejaxppo.errors import UsageError
+    from purejaxppo.experiments.paths import check_path
+
+    try:
+        check_path("--out", out)
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except UsageError as error:
+        return str(error)
+    except OSError as error:
+        return f"--out={str(out)!r}: cannot be written: {error.strerror}"
+    return None
+
+
+def _read_run(path: str, cases: list[Case]) -> dict | str:
+    """An earlier run's JSON for --replot, or why it cannot be replotted (one line)."""
+    from purejaxppo.errors import UsageError
+    from purejaxppo.experiments.paths import check_path
+
+    try:
+        check_path("--replot", path)
+        run = json.loads(Path(path).read_text(encoding="utf-8"))
+    except UsageError as error:
+        return str(error)
+    except OSError as error:
+        return f"--replot={path!r}: cannot be read: {error.strerror}"
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        return f"--replot={path!r}: not a JSON file ({error})"
+    try:
+        render_markdown(run, cases)  # what the markdown needs is what a results file must hold
+        if not isinstance(run["machine"]["hardware"], str):
+            raise TypeError("machine.hardware must be a string")
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as error:
+        return (f"--replot={path!r}: not a results file of the suite ({type(error).__name__}: "
+                f"{first_line(error)})")
+    return run
 
 
 def label(run: dict) -> str:
@@ -568,21 +621,27 @@ def main(argv: list[str], cases: list[Case]) -> int:
     registry = by_name(cases)
     a = parse_args(argv, list(registry))
     if a.replot:
-        run = json.loads(Path(a.replot).read_text())
+        run = _read_run(a.replot, cases)
+        if isinstance(run, str):
+            return _refuse(run)
+        problem = _out_problem(Path(a.out))
+        if problem:
+            return _refuse(problem)
         paths = write_results(run, Path(a.out), cases, plots=not a.no_plots)
         print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
         return 0
     names = list(registry) if not a.cases else [c.strip() for c in a.cases.split(",") if c.strip()]
     unknown = [n for n in names if n not in registry]
     if unknown:
-        print(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(registry)}", file=sys.stderr)
-        return 2
+        return _refuse(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(registry)}")
     mode = "quick" if a.quick else "gpu" if a.gpu else "full"
     rounds = a.rounds if a.rounds is not None else MIN_ROUNDS
     floor = QUICK_MIN_ROUNDS if a.quick else MIN_ROUNDS
     if rounds < floor:
-        print(f"--rounds must be at least {floor}{' with --quick' if a.quick else ''}", file=sys.stderr)
-        return 2
+        return _refuse(f"--rounds must be at least {floor}{' with --quick' if a.quick else ''}")
+    problem = _out_problem(Path(a.out))  # before measuring: no measurement is lost to a folder that cannot take it
+    if problem:
+        return _refuse(problem)
     warmup = a.warmup if a.warmup is not None else (0 if a.quick else 1)
 
     def log(msg):
@@ -607,7 +666,14 @@ def main(argv: list[str], cases: list[Case]) -> int:
         run["cases"].append(result)
     run["finished"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     run["wall_s"] = time.perf_counter() - t0
-    paths = write_results(run, Path(a.out), cases, plots=not a.no_plots)
+    try:
+        paths = write_results(run, Path(a.out), cases, plots=not a.no_plots)
+    except OSError as error:  # the folder went away or filled up while measuring: keep the numbers elsewhere
+        kept = Path(tempfile.mkdtemp(prefix="benchmarks-results-"))
+        paths = write_results(run, kept, cases, plots=not a.no_plots)
+        log(f"python -m benchmarks: error: could not write the results into {a.out} ({error.strerror or error}); "
+            f"they are in {kept}")
+        return 1
     print(paths["md"].read_text())
     log("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0

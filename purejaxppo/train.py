@@ -41,7 +41,7 @@ from purejaxppo import pytree
 from purejaxppo.agent import make_agent
 from purejaxppo.compiler import compiler_options
 from purejaxppo.config import ACTION_KIND_FIELDS, HParams, PPOConfig, check_config, check_hparams
-from purejaxppo.errors import integer
+from purejaxppo.errors import NO_VALUE, ConfigError, integer
 from purejaxppo.envs import check_env_config, make_env
 from purejaxppo.evaluate import evaluate
 from purejaxppo.gae import gae
@@ -338,6 +338,9 @@ def make_policy(cfg: PPOConfig, state: LearnerState, network=None) -> "Policy":
     without it every action is allowed.
     `network`: the module the run trained, when it was given to `make_train` as one.
     """
+    if not isinstance(state, LearnerState):
+        raise ConfigError("state", type(state).__name__, "must be a LearnerState (ppo.load gives one: "
+                          "cfg, state = ppo.load(folder))")
     return Policy(Learner(cfg, network=network).agent, state.params, state.agent_state)
 
 
@@ -362,7 +365,11 @@ class Policy:
 
     def __call__(self, obs, key=None, new_episode=False, mask=None):
         obs = jnp.asarray(obs, jnp.float32)
-        batched = obs.ndim > len(self.agent.network.obs_shape)
+        want = self.agent.network.obs_shape
+        if obs.shape[obs.ndim - len(want):] != want or obs.ndim not in (len(want), len(want) + 1):
+            raise ConfigError("obs", NO_VALUE, f"has shape {list(obs.shape)}; this policy takes one observation "
+                              f"{list(want)} or a batch [n, {', '.join(map(str, want))}]")
+        batched = obs.ndim > len(want)
         batch = obs if batched else obs[None]
         rows = batch.shape[0]
         carry = self.carry

@@ -91,6 +91,14 @@ def traced_train(hparams_of: Callable[[PPOConfig], Any]):
     return call
 
 
+RUN_0_4 = Path(__file__).parent / "data" / "run_0_4"
+
+
+def policy():
+    cfg = tiny()
+    return ppo.make_policy(cfg, ppo.Learner(cfg).init(jax.random.PRNGKey(0)))
+
+
 def hand_built(what: str = "make_train", **values):
     def call():
         cfg = PPOConfig(**values)
@@ -110,6 +118,11 @@ CASES = [
     train(b"env: CartPole-v1\nlr: \xff\n", needle="not UTF-8", id="yaml: not UTF-8"),  # type: ignore[arg-type]
     Cli("config is a folder", ["train", "folder.yaml"], "config", "is a folder", {"folder.yaml/x": ""}),
     Cli("config file missing", ["train", "missing.yaml"], "config", "file not found"),
+    Cli("config name not shipped", ["train", "cartpol"], "config", "did you mean cartpole? (purejaxppo configs"),
+    Cli("sweep file given to train", ["train", "sweep.yaml"], "config", "run it with purejaxppo sweep sweep.yaml"),
+    Cli("config name too long", ["train", "c" * 300], "config", "too long for the file system"),
+    Cli("spec name too long", ["sweep", "s/" + "s" * 256], "spec", "too long for the file system"),
+    Cli("--resume name too long", ["train", "--resume", "r" * 300], "--resume", "too long for the file system"),
     train("lr: 0.1\nnum_envs: 4\nlr: 0.2\n", field="lr", needle="given twice (lines 1 and 3)",
           id="yaml: duplicate key"),
     train("env_params: {max_steps_in_episode: 10, max_steps_in_episode: 20}\n", field="max_steps_in_episode",
@@ -232,6 +245,8 @@ CASES = [
     # --- command-line options --------------------------------------------------------------
     Cli("--seeds 0", ["train", "base.yaml", "--seeds", "0"], "--seeds", "--seeds=0"),
     Cli("--max-parallel 0", ["train", "base.yaml", "--max-parallel", "0"], "--max-parallel"),
+    Cli("--eval-episodes 2**31", ["train", "base.yaml", "--eval-episodes", str(2**31)], "--eval-episodes",
+        "below 2**31"),
     Cli("--set without =", ["train", "base.yaml", "--set", "lr"], "--set", "key=value"),
     Cli("--grid without =", ["sweep", "sweep.yaml", "--grid", "clip_eps"], "--grid", "key=v1,v2"),
     Cli("--grid without values", ["sweep", "sweep.yaml", "--grid", "clip_eps="], "--grid", "no values"),
@@ -239,6 +254,10 @@ CASES = [
         "did you mean lr"),
     Cli("--grid bad value", ["sweep", "sweep.yaml", "--grid", "clip_eps=0.1,wide"], "clip_eps",
         "must be a number"),
+    Cli("--grid a value twice", ["sweep", "sweep.yaml", "--grid", "clip_eps=0.1,0.2,0.1"], "grid.clip_eps",
+        "gives 0.1 twice"),
+    Cli("--grid a key twice", ["sweep", "sweep.yaml", "--grid", "lr=0.1", "--grid", "lr=0.2"], "--grid",
+        "given twice"),
     # --- sweep files -------------------------------------------------------------------------
     sweep_file(BASE, "sweep", "no sweep: section", id="sweep file without a sweep: section"),
     sweep_file(BASE + "sweep: 5\n", "sweep", "must be a mapping", id="sweep: 5"),
@@ -251,6 +270,8 @@ CASES = [
     section("  grid: clip_eps\n", "sweep.grid", "must be a mapping"),
     section("  grid: {}\n", "grid", "is empty"),
     section("  grid: {clip_eps: 0.1}\n", "grid.clip_eps", "non-empty list"),
+    section("  grid: {clip_eps: [0.1, 0.2, 0.1]}\n", "grid.clip_eps", "gives 0.1 twice"),
+    section("  grid: {hidden_sizes: [[8], [8]]}\n", "grid.hidden_sizes", "gives [8] twice"),
     section("  grid: {clip_eps: []}\n", "grid.clip_eps", "non-empty list"),
     section("  grid: {env: [Acrobot-v1]}\n", "grid.env", "one sweep is one environment"),
     section("  grid: {learning_rate: [0.1]}\n", "grid.learning_rate", "did you mean lr"),
@@ -272,6 +293,12 @@ CASES = [
     section("  eval_episodes: -1\n", "sweep.eval_episodes", "non-negative"),
     section("  gird: {lr: [0.1]}\n", "sweep.gird", "sweep keys are"),
     # --- Python API doors ------------------------------------------------------------------------
+    Api("load: run given as a string", lambda: ppo.load(RUN_0_4, run="0"), "run", "must be an integer"),
+    Api("load: step given as a string", lambda: ppo.load(RUN_0_4, step="4"), "step", "must be an integer"),
+    Api("make_policy: no state", lambda: ppo.make_policy(tiny(), None), "state", "must be a LearnerState"),
+    Api("make_policy: an observation of the wrong size", lambda: policy()(np.zeros(3)), "obs",
+        "has shape [3]; this policy takes one observation [4] or a batch [n, 4]"),
+    Api("make_policy: a batch of the wrong size", lambda: policy()(np.zeros((2, 5))), "obs", "has shape [2, 5]"),
     Api("make_config: not a mapping", lambda: ppo.make_config([("lr", 0.1)]), "config"),
     Api("make_config: non-string key", lambda: ppo.make_config({1: 2}), "1", "unknown key"),
     Api("make_config: alias n_envs", lambda: ppo.make_config({"n_envs": 8}), "n_envs", "did you mean num_envs"),

@@ -282,3 +282,56 @@ def test_python_m_benchmarks_lists_the_cases_in_order():
     assert done.returncode == 0, done.stderr
     assert "--quick" in done.stdout and "--replot" in done.stdout  # every option is the suite's
     assert "scaling,limit,fusion,overheads,peers,headline" in done.stdout.replace("\n", "").replace(" ", "")
+
+
+# --------------------------------------------------------------------------------------
+# the suite's inputs and results files: checked first, never replaced, never lost
+ONE_CASE = [Case("x", "x", {"quick": {}, "full": {}}, lambda s: [])]
+
+
+def test_out_is_checked_before_anything_is_measured(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(suite, "run_case", lambda *a, **k: pytest.fail("measured before --out was checked"))
+    (tmp_path / "file").write_text("")
+    for out, needle in ((tmp_path / "file" / "results", "cannot be written: Not a directory"),
+                        (tmp_path / ("o" * 300), "too long for the file system")):
+        assert suite.main(["--quick", "--out", str(out)], ONE_CASE) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and err.startswith("python -m benchmarks: error: --out=") and needle in err
+
+
+def test_a_results_file_is_never_replaced_and_never_lost(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(suite, "machine_info", lambda: {"cpu": "c", "cores": 2, "os": "o", "backend": "cpu",
+                                                        "devices": 1, "device_kind": "cpu", "hardware": "cpu2"})
+    assert suite.main(["--quick", "--out", str(tmp_path)], ONE_CASE) == 0
+    assert suite.main(["--quick", "--out", str(tmp_path)], ONE_CASE) == 0  # the same day, the same machine
+    first, second = sorted(tmp_path.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+    assert second.name == first.name.replace("-quick.json", "-quick-2.json"), (first, second)
+    assert json.loads(first.read_text())["files"]["json"] == first.name  # the first run's file as it was
+    # the folder becomes unwritable while measuring: the measurements are written elsewhere, and said where
+    real = suite.write_results
+
+    def into_a_vanished_folder(run, out_dir, cases, plots=True):
+        if out_dir == tmp_path:
+            raise PermissionError(13, "Permission denied")
+        return real(run, out_dir, cases, plots)
+
+    monkeypatch.setattr(suite, "write_results", into_a_vanished_folder)
+    capsys.readouterr()
+    assert suite.main(["--quick", "--out", str(tmp_path)], ONE_CASE) == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "could not write the results into" in line and "Permission denied" in line, line
+    kept = Path(line.rsplit("they are in ", 1)[1])
+    assert json.loads(next(kept.glob("*.json")).read_text())["quick"] is True
+
+
+def test_replot_of_a_missing_or_malformed_file_is_one_line(tmp_path, capsys):
+    (tmp_path / "not.json").write_text("{oops")
+    (tmp_path / "other.json").write_text('{"cases": []}')
+    (tmp_path / "list.json").write_text("[1, 2]")
+    for name, needle in (("missing.json", "cannot be read: No such file or directory"),
+                         ("not.json", "not a JSON file"), ("other.json", "not a results file of the suite"),
+                         ("list.json", "not a results file of the suite"), ("r" * 300, "too long")):
+        assert suite.main(["--replot", str(tmp_path / name), "--out", str(tmp_path / "out")], ONE_CASE) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and "--replot=" in err and needle in err, err
+    assert not (tmp_path / "out").exists()

@@ -29,7 +29,8 @@ def saved(tmp_path_factory):
     folder = tmp_path_factory.mktemp("run")
     cfg = ppo.make_config(TINY)
     spec = make_spec({"seeds": 3, "eval_episodes": 8})
-    meta = {"command": "train", "config": cfg.to_dict(), "spec": {"seeds": 3, "eval_episodes": 8}, "first_seed": 0}
+    meta = {"command": "train", "config": cfg.to_dict(), "spec": {"seeds": 3, "eval_episodes": 8}, "first_seed": 0,
+            "checkpoint_every": 2, "max_parallel": None, "keep": 2}
     chunked = sweep(cfg, spec=spec, checkpoints=Checkpoints(folder / "checkpoints", keep=2), checkpoint_every=2,
                     meta=meta)
     whole = sweep(cfg, spec=spec)

@@ -44,6 +44,37 @@ def test_a_second_run_reads_its_programs_from_the_cache(tmp_path):
     assert entries(tmp_path / "unused") == []
 
 
+@pytest.mark.slow
+def test_eval_from_a_warm_cache_prints_no_false_alarms(tmp_path):
+    """jaxlib 0.9.2 (the oldest end) prints its false alarms on every program read from the cache:
+    eval's evaluation program, read back, must not show them."""
+    (tmp_path / "tiny.yaml").write_text(CONFIG)
+    cache = tmp_path / "cache"
+    train(tmp_path / "run", cache)
+    env = {**os.environ, "PUREJAXPPO_CACHE_DIR": str(cache)}
+    for _ in range(2):  # the first writes the evaluation program, the second reads it
+        done = subprocess.run([sys.executable, "-m", "purejaxppo", "eval", "run", "--episodes", "300"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        assert "machine feature" not in done.stderr and "version compatibility" not in done.stderr, done.stderr
+
+
+def test_tiny_ops_are_never_cached_even_when_they_compile_slowly(tmp_path):
+    """A loaded machine may take longer than MIN_COMPILE_SECONDS over a seed or a conversion; such
+    entries were read back by every later run, each printing jaxlib's false alarms."""
+    script = ("import sys\n"
+              "from purejaxppo.experiments import compile_cache\n"
+              "compile_cache.MIN_COMPILE_SECONDS = 0  # every compile counts as slow\n"
+              "compile_cache.enable(sys.argv[1])\n"
+              "import jax, jax.numpy as jnp\n"
+              "jax.random.PRNGKey(3).block_until_ready()\n"
+              "(-jnp.arange(3.0)).astype(jnp.int32).block_until_ready()\n")
+    cache = tmp_path / "cache"
+    done = subprocess.run([sys.executable, "-c", script, str(cache)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert entries(cache) == []
+
+
 def test_progress_chunks_divide_the_run_into_between_half_and_twice_progress_points_reports():
     assert progress_chunk(4, points=25) == 1            # a short run: every update reported
     assert progress_chunk(976, points=25) == 61         # 976 = 16 x 61: 16 reports, one program

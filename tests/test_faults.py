@@ -243,8 +243,8 @@ def test_live_logging_that_cannot_be_written_is_one_line_each_and_never_stops_th
 def test_a_folder_being_written_is_refused_and_a_gone_writers_lock_is_taken_over(whole, tmp_path, capsys,
                                                                                  monkeypatch):
     out = _unfinished_copy(whole, tmp_path)
-    run = cli.sweep
-    monkeypatch.setattr(cli, "sweep", lambda *a, **k: pytest.fail("compiled before refusing"))
+    run = cli.run_plan
+    monkeypatch.setattr(cli, "run_plan", lambda *a, **k: pytest.fail("compiled before refusing"))
     writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         (out / ".lock").write_text(json.dumps({"pid": writer.pid, "host": socket.gethostname()}))
@@ -264,7 +264,7 @@ def test_a_folder_being_written_is_refused_and_a_gone_writers_lock_is_taken_over
         assert json.loads((out / ".lock").read_text()) == {"pid": os.getpid(), "host": socket.gethostname()}
         return run(*args, **kwargs)
 
-    monkeypatch.setattr(cli, "sweep", holding_the_lock)
+    monkeypatch.setattr(cli, "run_plan", holding_the_lock)
     assert main(["train", "--resume", str(out)]) == 0  # its writer is gone: taken over
     assert capsys.readouterr().err.strip().splitlines() == [
         f"purejaxppo: {out} was locked by process {writer.pid}, which is gone: taking it over"]
@@ -280,8 +280,8 @@ def test_a_config_file_that_disagrees_with_its_checkpoint_is_refused_before_comp
 
     out = _unfinished_copy(whole, tmp_path)
     original = (out / "config.yaml").read_text()
-    run = cli.sweep
-    monkeypatch.setattr(cli, "sweep", lambda *a, **k: pytest.fail("compiled before refusing"))
+    run = cli.run_plan
+    monkeypatch.setattr(cli, "run_plan", lambda *a, **k: pytest.fail("compiled before refusing"))
     (out / "config.yaml").write_text(original.replace("lr: 0.00025", "lr: 0.001"))  # edited
     assert main(["train", "--resume", str(out)]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
@@ -294,7 +294,7 @@ def test_a_config_file_that_disagrees_with_its_checkpoint_is_refused_before_comp
     error = capsys.readouterr().err
     assert len(error.strip().splitlines()) == 1 and "env is 'Pendulum-v1' in config.yaml but 'CartPole-v1' in" in error
     (out / "config.yaml").unlink()  # missing: written again from the checkpoint
-    monkeypatch.setattr(cli, "sweep", run)
+    monkeypatch.setattr(cli, "run_plan", run)
     assert main(["train", "--resume", str(out)]) == 0
     assert (out / "config.yaml").read_text() == original
 

@@ -142,7 +142,8 @@ def test_a_deployed_recurrent_policy_remembers_and_restarts_where_told(case):
 def test_checkpoints_carry_the_memory_and_resume_bit_for_bit(tmp_path):
     cfg = ppo.make_config({**GRU, "normalize_obs": True})
     spec = make_spec({"seeds": 2, "eval_episodes": 4})
-    meta = {"command": "train", "config": cfg.to_dict(), "spec": {"seeds": 2, "eval_episodes": 4}, "first_seed": 0}
+    meta = {"command": "train", "config": cfg.to_dict(), "spec": {"seeds": 2, "eval_episodes": 4}, "first_seed": 0,
+            "checkpoint_every": 2, "max_parallel": None, "keep": None}
     chunked = sweep(cfg, spec=spec, checkpoints=Checkpoints(tmp_path / "checkpoints"), checkpoint_every=2, meta=meta)
     whole = sweep(cfg, spec=spec)
     for k in range(2):

@@ -12,12 +12,17 @@ asked to do (so it can be resumed), the updates done and the library versions.
 temporary folder and renames it when complete, so a checkpoint cut short (a killed
 process) is never listed; the newest listed one is complete. This module is the storage
 only; reading a run folder back (load, evaluate) is purejaxppo.experiments.folder's.
+
+Every reader gets `meta` through `Checkpoints.meta`, which checks it against one schema
+(`check_meta`): a damaged or foreign one is one CheckpointError naming the key, and one
+of another format is named by the format and the purejaxppo version that wrote it.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import logging
+import sys
 import time
 from pathlib import Path
 
@@ -28,6 +33,9 @@ from purejaxppo.errors import UsageError
 
 FORMAT = "purejaxppo-checkpoint/1"
 VERSIONED = ("purejaxppo", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "gymnax")
+# what a command-line run's meta records of the run it was asked to be (to resume it; the
+# resume comparison reads these); a checkpoint written through the Python API has none of them
+RUN_SETTINGS = ("command", "config", "spec", "first_seed", "checkpoint_every", "max_parallel", "keep")
 
 
 class CheckpointError(UsageError):
@@ -42,6 +50,98 @@ def versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             out[name] = "not installed"
     return out
+
+
+def _int(value, low: int = 0, high: int | None = None) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool) and value >= low
+            and (high is None or value <= high))
+
+
+def _run_set(info) -> bool:
+    return (isinstance(info, dict) and isinstance(info.get("config"), dict)
+            and isinstance(info.get("runs"), list) and all(_int(k) for k in info["runs"])
+            and len(set(info["runs"])) == len(info["runs"])
+            and isinstance(info.get("run_configs"), list) and len(info["run_configs"]) == len(info["runs"])
+            and all(isinstance(c, dict) for c in info["run_configs"]))
+
+
+def _setting(value) -> bool:  # checkpoint_every, max_parallel, keep: None or a count
+    return value is None or _int(value, 1)
+
+
+# key: (its rule, what it must be); the run settings are checked when the meta has them
+_SCHEMA = {
+    "step": (_int, "a non-negative integer"),
+    "versions": (lambda v: isinstance(v, dict), "a mapping of package to version"),
+    "updates_done": (lambda v: isinstance(v, dict) and all(_int(n) for n in v.values()),
+                     "a mapping of run set to the updates it has done"),
+    "sets": (lambda v: isinstance(v, dict) and bool(v) and all(_run_set(i) for i in v.values()),
+             "a mapping of run set to {config, runs, run_configs} (as many run configs as runs)"),
+}
+_RUN_SCHEMA = {
+    "command": (lambda v: v in ("train", "sweep"), "train or sweep"),
+    "config": (lambda v: isinstance(v, dict), "a mapping (the config)"),
+    "spec": (lambda v: isinstance(v, dict) and _int(v.get("seeds"), 1) and _int(v.get("eval_episodes", 0)),
+             "a mapping with seeds (an integer of at least 1)"),
+    "first_seed": (lambda v: _int(v, 0, 2**32 - 1), "an integer in [0, 2**32 - 1]"),
+    "checkpoint_every": (_setting, "null or an integer of at least 1"),
+    "max_parallel": (_setting, "null or an integer of at least 1"),
+    "keep": (_setting, "null or an integer of at least 1"),
+}
+
+
+def check_meta(meta, step: int, where: Path) -> dict:
+    """A checkpoint's meta (of the checkpoint at `step`, in `where`) checked against the one
+    schema every reader relies on -> meta. Another format is named with the purejaxppo that
+    wrote it; a missing key, or one of the wrong type or range, is a CheckpointError naming it."""
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{where}: not a {FORMAT} checkpoint")
+    if meta.get("format") != FORMAT:
+        recorded = meta.get("versions") if isinstance(meta.get("versions"), dict) else {}
+        if "format" not in meta:  # a purejaxppo checkpoint records its format and versions
+            raise CheckpointError(f"{where}: damaged metadata: it has no format" if "purejaxppo" in recorded
+                                  else f"{where}: not a {FORMAT} checkpoint")
+        written = recorded.get("purejaxppo", "an unknown version")
+        raise CheckpointError(f"{where}: a checkpoint in format {meta.get('format')!r} written by purejaxppo "
+                              f"{written}; this purejaxppo ({versions()['purejaxppo']}) reads {FORMAT}: read it with "
+                              f"the purejaxppo that wrote it")
+    present = [key for key in RUN_SETTINGS if key in meta]
+    if present and len(present) < len(RUN_SETTINGS):  # the command line writes all of them
+        missing = ", ".join(key for key in RUN_SETTINGS if key not in meta)
+        raise CheckpointError(f"{where}: damaged metadata: it has no {missing}")
+    for key, (rule, what) in {**_SCHEMA, **(_RUN_SCHEMA if present else {})}.items():
+        if key not in meta:
+            raise CheckpointError(f"{where}: damaged metadata: it has no {key}")
+        if not rule(meta[key]):
+            raise CheckpointError(f"{where}: damaged metadata: {key}={_short(meta[key])} must be {what}")
+    if meta["step"] != step:
+        raise CheckpointError(f"{where}: damaged metadata: step={meta['step']} is not its folder's step {step}")
+    if set(meta["updates_done"]) != set(meta["sets"]):
+        raise CheckpointError(f"{where}: damaged metadata: updates_done names run sets {sorted(meta['updates_done'])}"
+                              f", sets names {sorted(meta['sets'])}")
+    return meta
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _quiet_late_callbacks() -> None:
+    """After a read fails, tensorstore's other reads still in flight finish on orbax's closed
+    event loop, and each prints 'RuntimeError: Event loop is closed' as an unraisable
+    exception, from a background thread, at any time until the process ends. Those (and
+    only those) are dropped, so the failure stays one line."""
+    previous = sys.unraisablehook
+    if getattr(previous, "drops_closed_loop", False):
+        return
+
+    def hook(unraisable):
+        if not (isinstance(unraisable.exc_value, RuntimeError) and str(unraisable.exc_value) == "Event loop is closed"):
+            previous(unraisable)
+
+    hook.drops_closed_loop = True
+    sys.unraisablehook = hook
 
 
 def _ocp():
@@ -112,11 +212,10 @@ class Checkpoints:
         try:
             meta = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
         except Exception as error:  # orbax raises many kinds; the user needs one line
+            _quiet_late_callbacks()
             raise CheckpointError(f"{self.folder / str(step)}: unreadable checkpoint "
                                   f"({type(error).__name__}: {str(error).splitlines()[0][:200]})") from None
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise CheckpointError(f"{self.folder / str(step)}: not a {FORMAT} checkpoint")
-        return meta
+        return check_meta(meta, step, self.folder / str(step))
 
     def restore(self, step: int | None, abstract_states: dict) -> tuple[dict, dict, dict]:
         """-> (states, metrics, meta) of a step (default: the newest complete one);
@@ -128,6 +227,7 @@ class Checkpoints:
             restored = self._manager.restore(step, args=ocp.args.Composite(
                 state=ocp.args.StandardRestore(abstract_states), history=ocp.args.StandardRestore()))
         except Exception as error:
+            _quiet_late_callbacks()
             raise CheckpointError(f"{self.folder / str(step)}: unreadable or not matching this run's state "
                                   f"({type(error).__name__}: {str(error).splitlines()[0][:200]})") from None
         states = jax.tree.map(np.asarray, restored.state)

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
+import contextlib
+import difflib
 import os
 import shlex
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import jax
@@ -38,13 +40,15 @@ from rich.table import Table
 from purejaxppo import __version__, configs
 from purejaxppo.experiments import compile_cache, replay, report
 from purejaxppo.experiments.faults import STOP_SIGNALS, Stopped, stop_signals
-from purejaxppo.config import ConfigError, check_fields, config_values, parse_override, text_table
-from purejaxppo.errors import NO_VALUE, UsageError
+from purejaxppo.config import ConfigError, check_fields, config_values, parse_override, read_yaml, text_table
+from purejaxppo.errors import NO_VALUE, ResourceError, UsageError
 from purejaxppo.experiments.folder import FINISHED, RunFolder, write_new
 from purejaxppo.experiments.live import LiveLog, check_wandb
 from purejaxppo.experiments.parallel import init_distributed_from_env, is_writer, use_all_cpu_cores
+from purejaxppo.experiments.paths import check_path
 from purejaxppo.experiments.stats import mean_se
-from purejaxppo.experiments.sweep import load_sweep, make_spec, parse_grid_option, plan, run_plan, swept_keys
+from purejaxppo.experiments.sweep import (check_seeds, load_sweep, make_spec, parse_grid_option, plan, run_plan,
+                                         swept_keys)
 
 DEFAULT_EVAL_EPISODES = 64
 
@@ -137,13 +141,46 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _source(text: str | None) -> str | None:
-    """A config argument: a path that exists, else a shipped config of that name, else as
-    given (loading it then says the file was not found)."""
+def _check_paths(args) -> None:
+    """Every path option, before anything is read or created: a name too long is one line."""
+    for dest, option in (("config", "config"), ("spec", "spec"), ("folder", "folder"), ("out", "--out"),
+                         ("resume", "--resume"), ("render", "--render")):
+        if getattr(args, dest, None) is not None:
+            check_path(option, getattr(args, dest))
+
+
+def _source(text: str | None, field: str) -> str | None:
+    """A config argument: a path that exists (a file, or a pipe: /dev/fd/N, `<(...)`), else a
+    shipped config of that name; else a ConfigError naming the nearest shipped one."""
     if text is None or Path(text).exists():
         return text
     shipped = configs.find(text)
-    return str(shipped) if shipped is not None else text
+    if shipped is not None:
+        return str(shipped)
+    nearest = difflib.get_close_matches(text.removesuffix(".yaml"), configs.names(), n=1)
+    hint = f"; did you mean {nearest[0]}?" if nearest else ""
+    raise ConfigError(field, text, f"file not found, nor a shipped config{hint} (purejaxppo configs lists them)")
+
+
+@contextlib.contextmanager
+def _as_file(source: str | None, field: str):
+    """`source` as a regular file, which config files are read as: a pipe (/dev/fd/N, process
+    substitution `<(...)`) is read once into a temporary copy; errors name the pipe, not the copy."""
+    path = Path(source) if source is not None else None
+    if path is None or not path.exists() or path.is_file() or path.is_dir():
+        yield source
+        return
+    with tempfile.TemporaryDirectory(prefix="purejaxppo-") as folder:
+        copy = Path(folder) / "config.yaml"
+        try:
+            copy.write_bytes(path.read_bytes())
+        except OSError as error:
+            raise ConfigError(field, source, f"cannot be read: {error.strerror}") from None
+        try:
+            yield str(copy)
+        except ConfigError as error:
+            value = source if error.value == str(copy) else error.value
+            raise ConfigError(error.field, value, error.rule.replace(str(copy), source)) from None
 
 
 def configs_command() -> int:
@@ -155,16 +192,21 @@ def configs_command() -> int:
     return 0
 
 
+def _check_count(option: str, value: int | None, minimum: int = 1) -> None:
+    """A count option: at least `minimum`, and below 2**31 (counts are int32 on the device)."""
+    if value is not None and value < minimum:
+        raise ConfigError(option, value, f"must be at least {minimum}")
+    if value is not None and value >= 2**31:
+        raise ConfigError(option, value, "must be below 2**31 (it is counted in 32 bits)")
+
+
 def _check_counts(args) -> None:
     for option, value in (("--seeds", args.seeds), ("--max-parallel", args.max_parallel),
                           ("--checkpoint-every", args.checkpoint_every), ("--keep", args.keep),
                           ("--eval-episodes", getattr(args, "eval_episodes", None))):
-        minimum = 0 if option == "--eval-episodes" else 1
-        if value is not None and value < minimum:
-            raise ConfigError(option, value, f"must be at least {minimum}")
-    if args.seed is not None and not 0 <= args.seed <= 2**32 - (args.seeds or 1):
-        # a key is made from 32 bits of the seed: 2**32 would silently be seed 0 again
-        raise ConfigError("--seed", args.seed, f"must be in [0, 2**32 - seeds] = [0, {2**32 - (args.seeds or 1)}]")
+        _check_count(option, value, 0 if option == "--eval-episodes" else 1)
+    if args.seed is not None:
+        check_seeds("--seed", args.seed, args.seeds or 1)
 
 
 # --------------------------------------------------------------------------------------
@@ -178,23 +220,32 @@ def _asked(args, saved: dict | None = None):
     saved = saved or {}
     saved_spec = {k: v for k, v in saved.get("spec", {}).items() if v or k != "grid"}  # a train run's grid is {}
     overrides = dict(parse_override(item) for item in args.set)
-    source = _source(args.config if args.command == "train" else args.spec)
-    if source is None and not saved:
-        raise ConfigError("config" if args.command == "train" else "spec", NO_VALUE,
+    field = "config" if args.command == "train" else "spec"
+    given = args.config if args.command == "train" else args.spec
+    if given is None and not saved:
+        raise ConfigError(field, NO_VALUE,
                           f"give a {'YAML config' if args.command == 'train' else 'sweep YAML'} (or --resume DIR)")
-    if args.command == "train":
-        base = (check_fields(config_values(source, overrides), where=source) if source
-                else check_fields({**saved["config"], **overrides}))
-        eval_episodes = next(v for v in (args.eval_episodes, saved_spec.get("eval_episodes"), DEFAULT_EVAL_EPISODES)
-                             if v is not None)
-        spec = make_spec({"seeds": args.seeds or saved_spec.get("seeds", 1), "eval_episodes": eval_episodes})
-    else:
-        grid = dict(parse_grid_option(item) for item in args.grid) or None
-        if source:
-            base, spec = load_sweep(source, overrides, grid=grid, seeds=args.seeds)
+    with _as_file(_source(given, field), field) as source:
+        if args.command == "train":
+            if source and "sweep" in read_yaml(source):
+                raise ConfigError("config", given, f"is a sweep file (it has a sweep: section): run it with "
+                                  f"purejaxppo sweep {shlex.quote(given)}")
+            base = (check_fields(config_values(source, overrides), where=source) if source
+                    else check_fields({**saved["config"], **overrides}))
+            eval_episodes = next(v for v in (args.eval_episodes, saved_spec.get("eval_episodes"),
+                                             DEFAULT_EVAL_EPISODES) if v is not None)
+            spec = make_spec({"seeds": args.seeds or saved_spec.get("seeds", 1), "eval_episodes": eval_episodes})
         else:
-            base = check_fields({**saved["config"], **overrides})
-            spec = make_spec(saved_spec, grid=grid, seeds=args.seeds)
+            options = [parse_grid_option(item) for item in args.grid]
+            twice = next((key for i, (key, _) in enumerate(options) if key in dict(options[:i])), None)
+            if twice is not None:
+                raise ConfigError("--grid", twice, "is given twice; give each key once, with all its values")
+            grid = dict(options) or None
+            if source:
+                base, spec = load_sweep(source, overrides, grid=grid, seeds=args.seeds)
+            else:
+                base = check_fields({**saved["config"], **overrides})
+                spec = make_spec(saved_spec, grid=grid, seeds=args.seeds)
     options = {"first_seed": args.seed, "checkpoint_every": args.checkpoint_every, "max_parallel": args.max_parallel,
                "keep": args.keep}
     options = {k: saved.get(k, 0 if k == "first_seed" else None) if v is None else v for k, v in options.items()}
@@ -346,13 +397,22 @@ def _write_sweep_results(folder, base, spec, result, console) -> bool:
 # eval
 # --------------------------------------------------------------------------------------
 def eval_command(args) -> int:
-    if args.episodes < 1:
-        raise ConfigError("--episodes", args.episodes, "must be at least 1")
-    if args.render and Path(args.render).exists():
-        raise ConfigError("--render", args.render, "exists: replays never replace a file")
+    _check_count("--episodes", args.episodes)
+    check_seeds("--seed", args.seed)
+    folder = RunFolder(args.folder)
+    if args.render:  # before anything is evaluated: the replay must be possible and its file new
+        if Path(args.render).exists():
+            raise ConfigError("--render", args.render, "exists: replays never replace a file")
+        if not Path(args.render).absolute().parent.is_dir():
+            raise ConfigError("--render", args.render, f"is in a folder that does not exist "
+                              f"({Path(args.render).parent}); create it first")
+        replay.check_renderable(folder.run_config(args.step, run=0), "--render")
 
-    runs = RunFolder(args.folder).evaluate(episodes=args.episodes, seed=args.seed,
-                                           deterministic=not args.stochastic, step=args.step)
+    try:
+        runs = folder.evaluate(episodes=args.episodes, seed=args.seed, deterministic=not args.stochastic,
+                               step=args.step)
+    except ResourceError as error:  # the evaluation names its argument; here that is --episodes
+        raise ResourceError("--episodes", error.value, error.rule) from None
 
     pooled = np.concatenate([run["returns"] for run in runs])
     mean, se = mean_se(pooled)
@@ -365,7 +425,7 @@ def eval_command(args) -> int:
     if args.render:
         out["replay"] = _render(args)
     if args.json:
-        print(json.dumps(out))
+        print(report.json_text(out))
         return 0
     mode = "greedy" if out["deterministic"] else "sampled"
     print(f"{args.folder} at update {out['step']}: {len(runs)} run(s) x {args.episodes} fresh episodes, "
@@ -384,7 +444,10 @@ def _render(args) -> dict:
     path = Path(args.render)
     cfg, state = RunFolder(args.folder).load(step=args.step, run=0)
     html, total, steps = replay.render(cfg, state, jax.random.PRNGKey(args.seed), not args.stochastic)
-    write_new(path, html)
+    try:
+        write_new(path, html)
+    except OSError as error:
+        raise ConfigError("--render", args.render, f"cannot be written: {error.strerror}") from None
     if not args.json:
         print(f"replay of run 0 ({steps} steps, return {total:.4g}): {path}")
     return {"path": str(path), "return": total, "steps": steps}
@@ -411,6 +474,7 @@ def main(argv=None) -> int:
                     compile_cache.enable()  # before anything compiles
                 except OSError as error:
                     print(f"purejaxppo: compiling without the persistent cache: {error}", file=sys.stderr)
+            _check_paths(args)
             if args.command == "configs":
                 return configs_command()
             return eval_command(args) if args.command == "eval" else run_command(args)

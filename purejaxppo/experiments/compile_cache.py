@@ -23,6 +23,10 @@ import jax
 
 MAX_BYTES = 4 * 2**30  # evict the least recently used entries beyond this
 MIN_COMPILE_SECONDS = 0.2  # programs that compile faster than this are not worth a file
+# nor are tiny ones (a seed, a conversion: a few KiB, where a learner's program is 100 KiB and
+# more), which a loaded machine may take longer than MIN_COMPILE_SECONDS to compile: each read
+# back would print the FALSE_ALARMS below outside any quiet_cache_loads
+MIN_ENTRY_BYTES = 16 * 2**10
 
 
 def default_folder() -> Path:
@@ -39,7 +43,7 @@ def enable(folder: str | Path | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)  # OSError if it cannot be: the caller decides
     jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", MIN_ENTRY_BYTES)
     jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)  # bounded: JAX then locks every access
     return folder
 
@@ -53,7 +57,7 @@ FALSE_ALARMS = ("Assume version compatibility", "Target machine feature +prefer-
 
 @contextlib.contextmanager
 def quiet_cache_loads():
-    """While compiling: XLA's messages on stderr (file descriptor 2, where its C++ code
+    """While compiling (every program the package compiles: a run's, eval's, a replay's): XLA's messages on stderr (file descriptor 2, where its C++ code
     writes) are held back and written out afterwards, less the FALSE_ALARMS of a cached
     load. Without the cache on, nothing is held back."""
     if not jax.config.jax_compilation_cache_dir:

@@ -35,13 +35,13 @@ import yaml
 
 from purejaxppo.compiler import compiler_options
 from purejaxppo.config import ConfigError, PPOConfig, make_config
-from purejaxppo.experiments import report
-from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
+from purejaxppo.errors import ResourceError
+from purejaxppo.experiments import compile_cache, report
+from purejaxppo.experiments.checkpoint import RUN_SETTINGS, CheckpointError, Checkpoints
 from purejaxppo.experiments.faults import Failures, wait_ready
+from purejaxppo.experiments.parallel import free_memory_bytes
 from purejaxppo.train import Learner
 
-# what a checkpoint's meta records of the run it was asked to be (the resume comparison reads these)
-RUN_SETTINGS = ("command", "config", "spec", "first_seed", "checkpoint_every", "max_parallel", "keep")
 FINISHED = "summary.md"  # a finished run's mark, written last
 
 
@@ -254,6 +254,10 @@ class RunFolder:
         if not folder.path.is_dir():
             raise ConfigError("--resume", path, "is not a folder")
         saved = folder.checkpoints(create=False).meta()
+        if "command" not in saved:  # check_meta: a checkpoint has every run setting or none
+            raise CheckpointError(f"{path} was checkpointed from Python (sweep(..., checkpoints=...)), not by the "
+                                  f"command line: it has no command line to resume; resume it from Python with "
+                                  f"resume=True")
         saved = {k: saved[k] for k in RUN_SETTINGS}
         saved["config"] = {**PPOConfig().to_dict(), **saved["config"]}  # a key added since: the run had its default
         if saved["command"] != command:
@@ -341,7 +345,7 @@ class RunFolder:
         meta = checkpoints.meta(step)
         sets = {}
         for name, info in meta["sets"].items():
-            cfg = make_config(info["config"])
+            cfg = _saved_config(info["config"], checkpoints.folder / str(meta["step"]), f"sets.{name}.config")
             learner = Learner(cfg)
             keys = np.zeros((len(info["runs"]), 2), np.uint32)
             sets[name] = (cfg, learner, jax.eval_shape(jax.vmap(learner.init), keys))
@@ -350,36 +354,80 @@ class RunFolder:
 
     def load(self, step: int | None = None, run: int | None = 0):
         """See `load`."""
+        _check_index("run", run), _check_index("step", step)
         meta, sets = self._restore(step)
         if run is None:
             if len(sets) != 1:
                 raise CheckpointError(f"{self.path} holds {len(sets)} run sets with different configs: pass run=k")
             cfg, _, state = next(iter(sets.values()))
             return cfg, state
-        for name, (_, _, state) in sets.items():
-            runs = meta["sets"][name]["runs"]
-            if run in runs:
-                j = runs.index(run)
-                return make_config(meta["sets"][name]["run_configs"][j]), jax.tree.map(lambda x: x[j], state)
+        name, j = self._find(meta, run)
+        return self._run_config(meta, name, j), jax.tree.map(lambda x: x[j], sets[name][2])
+
+    def run_config(self, step: int | None = None, run: int = 0) -> PPOConfig:
+        """Run `run`'s config, as `load` gives it, without reading the state."""
+        _check_index("run", run), _check_index("step", step)
+        meta = self.checkpoints(create=False).meta(step)
+        return self._run_config(meta, *self._find(meta, run))
+
+    def _find(self, meta: dict, run: int) -> tuple[str, int]:
+        """-> (the run set holding run `run`, its place on that set's run axis)."""
+        for name, info in meta["sets"].items():
+            if run in info["runs"]:
+                return name, info["runs"].index(run)
         known = sorted(k for info in meta["sets"].values() for k in info["runs"])
         raise CheckpointError(f"{self.path} has no run {run}; its runs are {known}")
+
+    def _run_config(self, meta: dict, name: str, j: int) -> PPOConfig:
+        return _saved_config(meta["sets"][name]["run_configs"][j], self.path, f"sets.{name}.run_configs")
 
     def evaluate(self, *, episodes: int, seed: int = 0, deterministic: bool = True,
                  step: int | None = None) -> list[dict]:
         """Every run of the folder on `episodes` fresh episodes (the training rollout code),
-        keys from `seed` (the same episodes for every run): one dict per run: run, seed,
-        step, returns [episodes]."""
+        keys from `seed` (the same episodes for every run): one dict per run: run, seed
+        (None for a checkpoint written without a run's settings), step, returns [episodes].
+        Episodes that would not fit in memory raise ResourceError before they run."""
+        _check_index("step", step)
         meta, sets = self._restore(step)
-        first_seed, seeds = meta["first_seed"], meta["spec"]["seeds"]
         out = []
         for name, (cfg, learner, state) in sets.items():
             evaluate = jax.jit(jax.vmap(lambda s: learner.evaluate(s, episodes, deterministic,
                                                                    jax.random.PRNGKey(seed))),
                                compiler_options=compiler_options())
-            returns = wait_ready(evaluate(state))  # polled: a stop signal lands at once
+            with compile_cache.quiet_cache_loads():
+                program = evaluate.lower(state).compile()
+            _check_fits(program, episodes)
+            returns = wait_ready(program(state))  # polled: a stop signal lands at once
             for j, k in enumerate(meta["sets"][name]["runs"]):
-                out.append({"run": k, "seed": first_seed + k % seeds, "step": meta["step"], "returns": returns[j]})
+                seed_of_run = meta["first_seed"] + k % meta["spec"]["seeds"] if "spec" in meta else None
+                out.append({"run": k, "seed": seed_of_run, "step": meta["step"], "returns": returns[j]})
         return sorted(out, key=lambda r: r["run"])
+
+
+def _check_index(name: str, value) -> None:
+    """`run` and `step` of load/evaluate: an integer or None (a string would find nothing)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+        raise ConfigError(name, value, "must be an integer or None")
+
+
+def _check_fits(program, episodes: int) -> None:
+    """The evaluation of `episodes` episodes, compiled, must fit in the device's free memory."""
+    memory, free = program.memory_analysis(), free_memory_bytes(jax.devices()[0])
+    if memory is None or free is None:
+        return
+    need = memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes
+    if need > free:
+        fits = int(episodes * free / need)
+        raise ResourceError("episodes", episodes, f"evaluating them needs {need / 2**30:.3g} GiB, more than the "
+                            f"{free / 2**30:.3g} GiB free; about {fits} episodes fit")
+
+
+def _saved_config(values: dict, where: Path, key: str) -> PPOConfig:
+    """A config a checkpoint's meta holds, checked as any config: a broken one names the key."""
+    try:
+        return make_config(values)
+    except ConfigError as error:
+        raise CheckpointError(f"{where}: damaged metadata: {key}: {error}") from None
 
 
 def load(run_dir, step: int | None = None, run: int | None = 0):

@@ -12,6 +12,7 @@ from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_raw_env
 from purejaxppo.envs.brax import BraxEnv
 from purejaxppo.errors import ConfigError
+from purejaxppo.experiments import compile_cache
 from purejaxppo.train import Learner
 
 
@@ -44,13 +45,21 @@ def episode(cfg: PPOConfig, env: BraxEnv, state, key, deterministic: bool = True
     return [first] + [jax.tree.map(lambda x: x[t], states) for t in range(length)], float(np.sum(rewards))
 
 
+def check_renderable(cfg: PPOConfig, field: str = "render") -> BraxEnv:
+    """The Brax environment a replay of a run of `cfg` is drawn in; a ConfigError naming `field`
+    when there is none (before anything compiles)."""
+    env = make_raw_env(cfg.env, cfg.env_params)
+    if not isinstance(env, BraxEnv) or getattr(env.brax_env, "sys", None) is None:
+        raise ConfigError(field, cfg.env, "replays are drawn for Brax environments with a model "
+                          "(not gymnax, not brax/fast)")
+    return env
+
+
 def render(cfg: PPOConfig, state, key, deterministic: bool = True) -> tuple[str, float, int]:
     """An HTML page (brax.io.html) replaying one episode -> (html, return, steps)."""
     from brax.io import html
 
-    env = make_raw_env(cfg.env, cfg.env_params)
-    if not isinstance(env, BraxEnv) or getattr(env.brax_env, "sys", None) is None:
-        raise ConfigError("--render", cfg.env, "replays are drawn for Brax environments with a model "
-                          "(not gymnax, not brax/fast)")
-    states, total = episode(cfg, env, state, key, deterministic)
+    env = check_renderable(cfg)
+    with compile_cache.quiet_cache_loads():
+        states, total = episode(cfg, env, state, key, deterministic)
     return html.render(env.brax_env.sys, states, colab=False), total, len(states) - 1

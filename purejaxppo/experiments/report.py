@@ -23,6 +23,24 @@ CLIP_CASE_NAMES = [f"clip_cases_{sign}_{region}" for sign in ("adv_pos", "adv_ne
                    for region in ("inside", "above", "below")]
 
 
+def json_text(value, indent: int | None = None) -> str:
+    """Strict JSON (summary.json, `eval --json`): NaN and Inf, which JSON has no words for,
+    become null."""
+    return json.dumps(_finite(value), indent=indent, allow_nan=False)
+
+
+def _finite(value):
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
 def format_mean_se(mean: float, se: float, digits: int = 3) -> str:
     if math.isnan(mean):
         return "n/a"
@@ -186,7 +204,7 @@ def run_artefacts(config, metrics: Mapping[str, np.ndarray], summary: Mapping[st
     header, rows = metric_rows(metrics, config.batch_size, [{"seed": s} for s in seeds])
     return [
         ("metrics.csv", lambda: _csv_text([header, *rows])),
-        ("summary.json", lambda: json.dumps({**summary, "seed_values": seeds}, indent=2)),
+        ("summary.json", lambda: json_text({**summary, "seed_values": seeds}, indent=2)),
         ("summary.md", lambda: summary_markdown(summary)),
         ("learning_curve.png", lambda: plot_learning_curve(metrics, config.batch_size, config.env)),
     ]

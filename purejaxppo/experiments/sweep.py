@@ -36,7 +36,8 @@ import jax
 import numpy as np
 
 from purejaxppo.config import (FIELDS as _FIELDS, HPARAM_FIELDS, STATIC_FIELDS, ConfigError, HParams, PPOConfig,
-                               check_env_and_network, check_fields, parse_override, read_yaml, suggest)
+                               _number, check_env_and_network, check_fields, parse_override, read_yaml,
+                               suggest)
 from purejaxppo.envs import Env, make_env
 from purejaxppo.errors import NO_VALUE, integer
 from purejaxppo.experiments.checkpoint import Checkpoints
@@ -72,6 +73,20 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
+def check_seeds(field: str, first_seed, seeds: int = 1) -> None:
+    """The seed-range rule: seeds first_seed, ..., first_seed + seeds - 1 each make a key of 32
+    bits, so first_seed is an integer in [0, 2**32 - seeds] (2**32 would silently be seed 0 again)."""
+    if isinstance(first_seed, bool) or not isinstance(first_seed, int) or not 0 <= first_seed <= 2**32 - seeds:
+        raise ConfigError(field, first_seed, f"must be an integer in [0, 2**32 - seeds] = [0, {2**32 - seeds}]")
+
+
+def _distinct(field: str, values: list) -> None:
+    """A grid's values, each once: a value given twice would be the same runs again."""
+    for i, value in enumerate(values):
+        if value in values[:i]:
+            raise ConfigError(field, values, f"gives {value!r} twice; give each value once")
+
+
 def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None) -> SweepSpec:
     """Check a `sweep:` section (and CLI/API additions) and return the spec. A section
     key of the wrong shape is a ConfigError naming `sweep.<key>`; `grid`/`seeds` given
@@ -97,6 +112,7 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
         _check_key(key, "grid")
         if not isinstance(values, (list, tuple)) or not values:
             raise ConfigError(f"grid.{key}", values, "must be a non-empty list of values")
+        _distinct(f"grid.{key}", list(values))
     n_seeds = integer("seeds" if seeds is not None else "sweep.seeds",
                       section.get("seeds", 1) if seeds is None else seeds, 1)
     random = dict(section.get("random") or {})
@@ -119,6 +135,9 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
                 if not isinstance(args, (list, tuple)) or not args:
                     raise ConfigError(f"random.{key}", dist, "choice needs a non-empty list")
             else:
+                if isinstance(args, (list, tuple)) and all(_number(a) is not None for a in args):
+                    args = [_number(a) for a in args]  # 1e-4 (YAML reads it as a string), as a config reads it
+                    random[key] = {kind: args}
                 if (not isinstance(args, (list, tuple)) or len(args) != 2
                         or not all(_is_number(a) and math.isfinite(a) for a in args)
                         or not args[0] < args[1] or (kind == "loguniform" and args[0] <= 0)):
@@ -380,10 +399,7 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
     for name, value in (("max_parallel", max_parallel), ("checkpoint_every", checkpoint_every)):
         if value is not None:
             integer(name, value, 1)
-    if isinstance(first_seed, bool) or not isinstance(first_seed, int) or not 0 <= first_seed <= 2**32 - spec.seeds:
-        # a key keeps 32 bits of its seed: 2**32 would silently be seed 0 again
-        raise ConfigError("first_seed", first_seed, f"must be an integer in [0, 2**32 - seeds] = "
-                          f"[0, {2**32 - spec.seeds}]")
+    check_seeds("first_seed", first_seed, spec.seeds)
 
     seed_keys = [np.asarray(jax.random.PRNGKey(first_seed + s)) for s in range(spec.seeds)]
     run_sets = []
