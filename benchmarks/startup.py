@@ -5,7 +5,7 @@ how often it builds the environment, checks a config and checks the network on t
 
 A name under sweeps/ runs `purejaxppo sweep`. Each round runs the command in a fresh process (imports included) into a temporary
 folder, and stops it where the first program is lowered: what comes before that is
-start-up. Counts are of `envs.make_raw_env` (an environment built), `config._check` (a
+start-up. Counts are of `envs.make_raw_env` (an environment built), `config.checks._check` (a
 config checked, by make_config or check_config) and `networks.Network.check` (a network's
 shapes checked with jax.eval_shape). Prints one line per config: the median seconds and
 the counts.
@@ -35,10 +35,10 @@ def counted(owner, name, label):
         return original(*args, **kwargs)
     setattr(owner, name, wrapper)
 
-import purejaxppo.envs, purejaxppo.config, purejaxppo.networks
+import purejaxppo.envs, purejaxppo.config.checks, purejaxppo.networks
 from purejaxppo.experiments import cli, parallel
 counted(purejaxppo.envs, "make_raw_env", "env builds")
-counted(purejaxppo.config, "_check", "config checks")
+counted(purejaxppo.config.checks, "_check", "config checks")
 counted(purejaxppo.networks.Network, "check", "network checks")
 
 def stop(*args, **kwargs):  # the first program about to be traced, lowered and compiled

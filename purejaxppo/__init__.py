@@ -11,7 +11,8 @@ from purejaxppo.compiler import compiler_options
 from purejaxppo.config import ConfigError, HParams, PPOConfig, check_config, load_config, make_config
 from purejaxppo.envs import make_env
 from purejaxppo.gae import gae
-from purejaxppo.train import Learner, LearnerState, TrainResult, make_policy, make_train
+from purejaxppo.policy import Policy, make_policy
+from purejaxppo.train import Learner, LearnerState, TrainResult, make_train
 
 __version__ = "0.4.0"
 
@@ -19,7 +20,7 @@ __version__ = "0.4.0"
 _LAZY = {"load": "purejaxppo.experiments.folder", "sweep": "purejaxppo.experiments.sweep",
          "SweepResult": "purejaxppo.experiments.sweep"}
 
-__all__ = ["ConfigError", "HParams", "check_config", "Learner", "LearnerState", "PPOConfig", "SweepResult",
+__all__ = ["ConfigError", "HParams", "check_config", "Learner", "LearnerState", "PPOConfig", "Policy", "SweepResult",
            "TrainResult", "compiler_options", "distributions", "envs", "gae", "load", "load_config", "losses",
            "make_config", "make_env", "make_policy", "make_train", "networks", "sweep"]
 

@@ -125,7 +125,7 @@ import jax  # noqa: E402
 
 from purejaxppo import config, errors  # noqa: E402
 
-PACKAGE = Path(config.__file__).parent
+PACKAGE = Path(config.__file__).parent.parent  # purejaxppo/
 
 
 def test_the_config_classes_are_the_declared_fields():
@@ -155,16 +155,24 @@ def test_every_field_has_help_and_a_default_that_passes_its_own_checks():
 
 
 def test_adding_a_field_to_the_table_is_enough(monkeypatch):
-    """A copy of config.py with one more Field: the config, HParams, checks and table follow."""
-    source = Path(config.__file__).read_text()
+    """The config package imported afresh with one more Field in fields.py: the config,
+    HParams, checks and table follow."""
+    import purejaxppo
+
+    fields_path = PACKAGE / "config" / "fields.py"
+    source = fields_path.read_text()
     anchor = "FIELDS: Mapping[str, Field] = _table(\n"
     assert source.count(anchor) == 1
     source = source.replace(anchor, anchor + '    Field("new_knob", "float", 0.5, "a knob for this test", '
                                               'traced=True, rules=(IN_0_1,)),\n')
-    name = "purejaxppo._config_with_new_knob"
-    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader=None))
-    monkeypatch.setitem(sys.modules, name, module)
-    exec(compile(source, config.__file__, "exec"), module.__dict__)
+    monkeypatch.setattr(purejaxppo, "config", config)  # importing the package afresh rebinds it: restored after
+    for name in [n for n in sys.modules if n == "purejaxppo.config" or n.startswith("purejaxppo.config.")]:
+        monkeypatch.delitem(sys.modules, name)  # restored after the test
+    fields = importlib.util.module_from_spec(importlib.util.spec_from_loader("purejaxppo.config.fields", loader=None))
+    monkeypatch.setitem(sys.modules, "purejaxppo.config.fields", fields)
+    exec(compile(source, str(fields_path), "exec"), fields.__dict__)
+    module = importlib.import_module("purejaxppo.config")  # its other modules import the new fields
+    assert module is not config and module.FIELDS is fields.FIELDS
 
     assert module.PPOConfig().new_knob == 0.5
     assert "new_knob" in module.HPARAM_FIELDS and "new_knob" not in module.STATIC_FIELDS
@@ -300,6 +308,6 @@ def test_envs_do_not_import_config_and_config_imports_at_the_top():
     for path in (PACKAGE / "envs").glob("*.py"):
         for module, _ in _imports(path):
             assert not module.startswith("purejaxppo.config"), f"{path.name} imports {module}"
-    for path in (PACKAGE / "config.py", PACKAGE / "errors.py"):
+    for path in (*(PACKAGE / "config").glob("*.py"), PACKAGE / "errors.py"):
         assert all(at_top for module, at_top in _imports(path) if module.startswith("purejaxppo")), path.name
     assert not [module for module, _ in _imports(PACKAGE / "errors.py") if module.startswith("purejaxppo")]

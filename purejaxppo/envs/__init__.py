@@ -3,7 +3,7 @@
 `env: gymnax/CartPole-v1` (or the bare gymnax name), `env: brax/ant`. Each family is an
 adapter module that owns its settings (in `env_params`) and their checks, its action
 range and its reset strategy; adding a family is one entry in FAMILIES and one module,
-nothing in the learner or in config.py. Adapters are imported on first use, so a run on
+nothing in the learner or in purejaxppo.config. Adapters are imported on first use, so a run on
 gymnax never imports Brax.
 
 Your own environments, by the name the config gives in `env:`, looked up in this order:

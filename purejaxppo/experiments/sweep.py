@@ -36,8 +36,9 @@ import jax
 import numpy as np
 
 from purejaxppo.config import (FIELDS as _FIELDS, HPARAM_FIELDS, STATIC_FIELDS, ConfigError, HParams, PPOConfig,
-                               _number, check_env_and_network, check_fields, parse_override, read_yaml,
+                               check_env_and_network, check_fields, parse_override, read_yaml,
                                suggest)
+from purejaxppo.config.checks import _number
 from purejaxppo.envs import Env, make_env
 from purejaxppo.errors import NO_VALUE, integer
 from purejaxppo.experiments.checkpoint import Checkpoints
