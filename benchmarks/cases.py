@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import purejaxppo as ppo
-from benchmarks.harness import Case, Contender, Group, PeerProcess, Prepared, Skip, compile_timed, plot_title
+from benchmarks.harness import Case, Contender, Comparison, PeerProcess, Prepared, Skip, compile_timed, plot_title
 from purejaxppo.experiments.runs import progress_chunk
 from purejaxppo.train import Learner
 
@@ -121,7 +121,7 @@ def scaling_groups(sizes):
         contenders = [Contender(f"{n} runs", f"jax.jit(jax.vmap(make_train(cfg))) on {n} keys",
                                 functools.partial(build, runs=n)) for n in sizes["runs"]]
         overrides = sizes.get("overrides", {}).get(env, {})
-        groups.append(Group(env, contenders, baseline=f"{sizes['runs'][0]} runs",
+        groups.append(Comparison(env, contenders, baseline=f"{sizes['runs'][0]} runs",
                             notes=[f"config {CONFIGS[env]}"
                                    + (f" with {overrides} (to fit the time budget)" if overrides else "")
                                    + ", total_timesteps per run cut to "
@@ -339,7 +339,7 @@ def limit_groups(sizes):
 
 
 def limit_group(env, cfg, runs, overrides):
-    return Group(
+    return Comparison(
         f"{env}{f' {overrides}' if overrides else ''}, {runs} run(s)",
         [Contender("full update", "jax.jit(jax.vmap(make_train(cfg))): rollout, GAE, epochs, diagnostics",
                    lambda: vmapped_train(cfg, runs)),
@@ -438,7 +438,7 @@ def fusion_group(sizes, runs):
             assert ok, f"fused and looped final params differ (max abs diff {diff:.3g})"
         return Prepared(run, steps=runs * cfg.num_updates * cfg.batch_size, compile_s=compile_s, info=info)
 
-    return Group(f"CartPole-v1, {runs} run(s)",
+    return Comparison(f"CartPole-v1, {runs} run(s)",
                  [Contender("python loop", f"jitted vmap(Learner.run(state, None, 1)) called {cfg.num_updates} "
                             "times from Python", loop_build),
                   Contender("fused", f"jitted vmap(Learner.run(state, None, {cfg.num_updates})): one program",
@@ -502,24 +502,13 @@ def overhead_groups(sizes):
 def overhead_group(sizes, runs):
     plain = load_cfg("CartPole-v1", sizes["updates"])
     masked = load_cfg("CartPole-v1", sizes["updates"], max_epochs=10, update_epochs=4)
-    calls = {"n": 0}
     chunk = progress_chunk(plain.num_updates)
 
-    def progress(*args):
-        calls["n"] += 1
-
-    def with_progress():
-        prep = vmapped_train(plain, runs, progress=progress)
-        prep.info["callback_calls_so_far"] = calls
-        return prep
-
-    return Group(f"CartPole-v1, {runs} run(s)",
+    return Comparison(f"CartPole-v1, {runs} run(s)",
                  [Contender("plain (compiled for 4 epochs)", "make_train(cfg), update_epochs=4, max_epochs null",
                             lambda: vmapped_train(plain, runs)),
                   Contender("max_epochs=10 running 4", "make_train(cfg), max_epochs=10, update_epochs=4 "
                             "(6 masked epochs per update)", lambda: vmapped_train(masked, runs)),
-                  Contender("progress callback on", "make_train(cfg, progress=lambda *a: None-like counter)",
-                            with_progress),
                   Contender("progress from the host", f"the CLI's way: chunks of {chunk} updates "
                             "(runs.progress_chunk, a shorter last one if they do not divide the run), "
                             "the host reading the returns after each",
@@ -542,7 +531,7 @@ def overhead_summary(result):
 
 OVERHEADS = Case(
     name="overheads",
-    title="overheads: max_epochs 10 running 4 vs compiled for 4; progress callback on vs off; progress from the host",
+    title="overheads: max_epochs 10 running 4 vs compiled for 4; progress from the host",
     sizes={"quick": {"runs": [4], "updates": 32}, "full": {"runs": [1, 16], "updates": 128}},
     groups=overhead_groups, summarize=overhead_summary)
 
@@ -614,7 +603,7 @@ def peer_groups(sizes):
         names = [n for n in sizes["contenders"] if seeds > 1 or n != "ours-cores"]  # 1 seed: ours-cores is ours
         names = [n for n in names if seeds == 1 or n != "sb3"]  # SB3 trains one run per process
         steps = {n: sizes["sb3_timesteps"] if n == "sb3" else sizes["timesteps"][str(seeds)] for n in names}
-        groups.append(Group(
+        groups.append(Comparison(
             f"CartPole-v1, {seeds} seed(s)", [peer_contender(n, seeds, steps[n]) for n in names], baseline="pjrl",
             notes=[f"the classic CartPole setting for every peer (benchmarks/peer.py SETTINGS: 4 envs x 128 steps, "
                    f"4 epochs x 4 minibatches, tanh 64x64); {sizes['timesteps'][str(seeds)]:,} steps per seed"
@@ -632,7 +621,7 @@ def peer_groups(sizes):
         updates = sizes["brax_updates"] - sizes["brax_updates"] % EPOCHS
         settings = {"config": str(REPO / CONFIGS["brax/fast"]), "updates": updates}
         contenders = [peer_contender(n, 1, updates * base.batch_size, settings) for n in ("ours-brax", "brax-trainer")]
-        groups.append(Group(
+        groups.append(Comparison(
             "brax/fast, 1 seed", contenders, baseline="brax-trainer",
             notes=[f"configs/brax/fast.yaml, {updates} updates x {base.batch_size} steps, its settings mapped onto "
                    "Brax's trainer as benchmarks/brax_side_by_side.py maps them (there: what differs); Brax's time is "
@@ -674,7 +663,7 @@ PEERS = Case(
 def headline_groups(sizes):
     cfg = load_cfg("CartPole-v1", ppo.load_config(str(REPO / CONFIGS["CartPole-v1"])).num_updates)
     runs = sizes["runs"]
-    return [Group(f"CartPole-v1, {runs} seeds x {cfg.num_updates * cfg.batch_size:,} steps",
+    return [Comparison(f"CartPole-v1, {runs} seeds x {cfg.num_updates * cfg.batch_size:,} steps",
                   [Contender(f"{runs} runs", f"jax.jit(jax.vmap(make_train(cfg))) on {runs} keys, configs/cartpole.yaml",
                              lambda: vmapped_train(cfg, runs))],
                   notes=["whole runs at the shipped CartPole config (5e5 steps each); wall = compile + one run"],

@@ -98,8 +98,6 @@ def main() -> None:
     parser.add_argument("--no-install", action="store_true", help="the packages are already importable")
     parser.add_argument("--site", default="/tmp/site", help="fallback install target when site-packages is read-only")
     parser.add_argument("--allow-cpu", action="store_true", help="go on without a GPU (to check the script)")
-    parser.add_argument("--progress", action="store_true", help="print the training return ~25 times per run "
-                        "(a host callback: costs a little throughput)")
     args = parser.parse_args()
 
     if not args.no_install:
@@ -135,14 +133,9 @@ def main() -> None:
         f"{cfg.num_updates} updates x {cfg.num_envs} envs x {cfg.num_steps} steps = {steps_per_seed:,} env steps "
         f"per seed, {args.seeds} seed(s)")
 
-    progress = None
-    if args.progress:
-        def progress(update, episode_return):
-            log(f"  update {int(update)}/{cfg.num_updates}: training return {float(episode_return):.1f}")
-
     keys = jax.random.split(jax.random.PRNGKey(0), args.seeds)
     t = time.perf_counter()
-    train = jax.jit(jax.vmap(ppo.make_train(cfg, progress=progress))).lower(keys).compile()
+    train = jax.jit(jax.vmap(ppo.make_train(cfg))).lower(keys).compile()
     compile_s = time.perf_counter() - t
     log(f"compiled in {compile_s:.1f} s; training")
     t = time.perf_counter()

@@ -82,7 +82,7 @@ class Contender:
 
 
 @dataclasses.dataclass
-class Group:
+class Comparison:
     """One comparison: contenders timed interleaved; ratios against `baseline`."""
 
     name: str
@@ -97,7 +97,7 @@ class Case:
     name: str
     title: str
     sizes: dict                             # {"quick": {...}, "full": {...}, "gpu": {...} (optional)}
-    groups: Callable[[dict], list[Group]]   # sizes -> groups
+    groups: Callable[[dict], list[Comparison]]   # sizes -> groups
     ratio: str = "speed"                    # "speed": baseline time / time (>1 faster); "share": time / baseline time
     plot: Callable[[dict, Path], None] | None = None  # (case result, png path) -> writes the plot
     explain: str = ""
@@ -238,7 +238,7 @@ class PeerProcess:
                 raise Skip(json.loads(payload)["reason"])
 
 
-def run_group(group: Group, rounds: int, warmup: int = 0, cores: int | None = None,
+def run_group(group: Comparison, rounds: int, warmup: int = 0, cores: int | None = None,
               clock=time.perf_counter, load=_load, log=None) -> dict:
     """Build every contender (in order), then time them interleaved for `rounds` rounds.
 

@@ -1,10 +1,11 @@
 """What live logging costs: the same training with the progress bar and progress.jsonl (and
-TensorBoard) fed from the learner's host callback, against the same training with neither.
+TensorBoard) fed from the host between chunks, as the CLI does, against the same training
+in one chunk with neither.
 
     python -m benchmarks.logging_overhead [--seeds 8] [--total-timesteps 500000] [--rounds 5]
 
-Both programs are compiled once (over every CPU core, as the CLI runs them), then timed
-interleaved (A B C A B C ...) for --rounds rounds; the table gives the median and range of
+Each is a `ppo.sweep` of the seeds (over every CPU core, as the CLI runs them), timed by
+its run seconds (compile excluded), interleaved (A B C A B C ...) for --rounds rounds; the table gives the median and range of
 each and the median of the per-round ratios (logged / plain; 1.03 = 3% slower), with the
 1-minute load average before each cell (cells started with load above the core count are
 marked).
@@ -18,7 +19,6 @@ import os
 import platform
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 from purejaxppo.experiments.parallel import use_all_cpu_cores
@@ -26,13 +26,12 @@ from purejaxppo.experiments.parallel import use_all_cpu_cores
 use_all_cpu_cores()
 
 import jax  # noqa: E402
-import numpy as np  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn  # noqa: E402
 
 import purejaxppo as ppo  # noqa: E402
 from purejaxppo.experiments.live import LiveLog  # noqa: E402
-from purejaxppo.experiments.parallel import ShardedRuns  # noqa: E402
+from purejaxppo.experiments.sweep import make_spec, sweep  # noqa: E402
 
 
 def main() -> None:
@@ -43,7 +42,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     cfg = ppo.load_config(args.config, {"total_timesteps": args.total_timesteps})
-    keys = np.stack([np.asarray(jax.random.PRNGKey(s)) for s in range(args.seeds)])
+    spec = make_spec({"seeds": args.seeds, "eval_episodes": 0})
     folder = Path(tempfile.mkdtemp(prefix="logging-overhead-"))
     (folder / "jsonl").mkdir()
     (folder / "tensorboard").mkdir()
@@ -58,16 +57,16 @@ def main() -> None:
                 "+ TensorBoard": LiveLog(folder / "tensorboard", on_record=show, tensorboard=True)}
         for live in logs.values():
             live.group(0, args.seeds, cfg.batch_size)
-        programs = {name: ShardedRuns(ppo.make_train(cfg, progress=live), keys) for name, live in logs.items()}
-        programs["plain"] = ShardedRuns(ppo.make_train(cfg), keys)
-        times = {name: [] for name in programs}
+        progress = {**logs, "plain": None}
+        times = {name: [] for name in progress}
+        compile_seconds = {}
         loads = []
         for _ in range(args.rounds):
-            for name, runs in programs.items():
+            for name, live in progress.items():
                 loads.append(os.getloadavg()[0])
-                start = time.perf_counter()
-                jax.block_until_ready(runs())
-                times[name].append(time.perf_counter() - start)
+                result = sweep(cfg, spec=spec, progress=live)
+                times[name].append(result.run_seconds)
+                compile_seconds[name] = result.compile_seconds
         for live in logs.values():
             live.close()
     ratios = {name: [a / b for a, b in zip(times[name], times["plain"])] for name in logs}
@@ -79,13 +78,13 @@ def main() -> None:
           f"jax {jax.__version__}, {len(jax.devices())} devices)\n")
     print(f"`python -m benchmarks.logging_overhead --seeds {args.seeds} --total-timesteps {args.total_timesteps} "
           f"--rounds {args.rounds}`: {args.config}, {args.seeds} seeds x {cfg.num_updates} updates x "
-          f"{cfg.batch_size} steps, from the learner's host callback: the progress bar and progress.jsonl "
+          f"{cfg.batch_size} steps, from the host between chunks: the progress bar and progress.jsonl "
           f"(what the CLI does by default; {len(lines)} records written), the same + TensorBoard "
-          f"(--tensorboard), plain = no callback. Compile: " + ", ".join(f"{name} {runs.compile_seconds:.1f} s"
-                                                         for name, runs in programs.items()) + ".\n")
+          f"(--tensorboard), plain = one chunk, no logging. Compile: " + ", ".join(
+              f"{name} {seconds:.1f} s" for name, seconds in compile_seconds.items()) + ".\n")
     print("| | median s | range s | steps/s (median) |\n|---|---|---|---|")
     steps = args.seeds * cfg.num_updates * cfg.batch_size
-    for name in programs:
+    for name in progress:
         t = times[name]
         print(f"| {name} | {statistics.median(t):.2f} | {min(t):.2f}–{max(t):.2f} | "
               f"{steps / statistics.median(t):,.0f} |")

@@ -45,7 +45,7 @@ def stop(*args, **kwargs):  # the first program about to be traced, lowered and 
     print(json.dumps({"seconds": time.time() - start, **counts}), flush=True)
     os._exit(0)
 
-parallel.ShardedBuckets._setup = stop
+parallel.ShardedRunSets._setup = stop
 cli.main(sys.argv[2:])
 print(json.dumps({"seconds": None, **counts}), flush=True)
 """

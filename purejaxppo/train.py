@@ -53,7 +53,6 @@ PER_EPOCH_METRICS = ("kl_k1", "kl_k3", "clip_fraction", "ratio_outside")
 PER_UPDATE_MEANS = ("policy_loss", "value_loss", "entropy", "total_loss", "grad_norm")
 EPOCH_SUMMARY = PER_EPOCH_METRICS + PER_UPDATE_MEANS + ("ratio_error",)  # an epoch's scalars; NaN when masked
 EVAL_MODES = {"deterministic": True, "stochastic": False}  # the final evaluations: name -> deterministic
-PROGRESS_POINTS = 25  # host callbacks per run for live progress (measured: benchmarks/logging_overhead.py)
 
 
 @pytree.dataclass
@@ -113,11 +112,6 @@ def learning_rate(hp: HParams, updates_done, num_updates: int):
 class Learner:
     """PPO on one checked config: `init`, `run`, `evaluate` (see the module doc).
 
-    `progress`, if given, is called on the host as progress(updates_done, episode_return)
-    from inside `run`, on PROGRESS_POINTS evenly spaced updates of the run (at most once
-    per update), also under vmap (then once per run); it must not touch JAX arrays.
-    Each call costs the device a round trip to Python, so they are few.
-
     `network`: your own flax.linen actor-critic (see `networks` for its contract), in place
     of the config's (`network: package.module:factory`, or the built-in of `policy`); its
     output shapes are checked here by `jax.eval_shape`, before anything is compiled.
@@ -130,13 +124,12 @@ class Learner:
     max_epochs" is checked in `run`, against the HParams it runs with.
     """
 
-    def __init__(self, cfg: PPOConfig, progress=None, network=None, env=None):
+    def __init__(self, cfg: PPOConfig, network=None, env=None):
         cfg = check_config(cfg, env=False, update_epochs=False)  # the env is checked as it is built:
         self.cfg = cfg
         self.env = make_env(cfg) if env is None else env
         check_env_config(cfg, ACTION_KIND_FIELDS, self.env)
         self.agent = make_agent(cfg, self.env, network)
-        self.progress = progress
 
     def init(self, key) -> LearnerState:
         agent_key, env_key, run_key = jax.random.split(key, 3)
@@ -240,10 +233,6 @@ class Learner:
             learning_rate=lr)
 
         updates_done = state.updates_done + 1
-        if self.progress is not None:
-            every = max(1, cfg.num_updates // PROGRESS_POINTS)
-            jax.lax.cond((updates_done % every == 0) | (updates_done == cfg.num_updates),
-                         lambda: jax.debug.callback(self.progress, updates_done, last_return), lambda: None)
 
         # 5. observe
         agent_state = agent.with_carry(agent.observe(state.agent_state, traj.obs), carry)
@@ -296,18 +285,18 @@ def _mask(batch):
     return None if isinstance(batch["mask"], tuple) else batch["mask"]
 
 
-def make_train(cfg: PPOConfig, progress=None, eval_episodes: int = 0, network=None):
+def make_train(cfg: PPOConfig, eval_episodes: int = 0, network=None):
     """The pure `train(key, hparams=None) -> TrainResult` of a checked config:
     init, run every update, and (`eval_episodes` > 0) evaluate the final policy on that
     many fresh episodes, acting deterministically and stochastically, in one program.
-    `progress`, `network`: see `Learner`. `cfg` is checked as `make_config` checks it (a hand-built
+    `network`: see `Learner`. `cfg` is checked as `make_config` checks it (a hand-built
     `PPOConfig` that breaks a rule raises ConfigError naming the field); `hparams` as
     `Learner.run` checks them. For several runs, vmap: `jax.vmap(train)(keys, hparams)`
     with `hparams = HParams.stack(cfg, runs=len(keys), lr=[...])`, whose values are
     checked; a traced value is not."""
     cfg = check_config(cfg, env=False)  # Learner checks the environment as it builds it
     eval_episodes = integer("eval_episodes", eval_episodes, 0)
-    learner = Learner(cfg, progress, network)
+    learner = Learner(cfg, network)
 
     def train(key, hparams: HParams | None = None) -> TrainResult:
         state, metrics = learner.run(learner.init(key), hparams, cfg.num_updates)

@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks import harness as suite
 from conftest import assert_acyclic
-from benchmarks.harness import Case, Contender, Group, Prepared, Skip
+from benchmarks.harness import Case, Contender, Comparison, Prepared, Skip
 
 
 def test_median_range():
@@ -70,7 +70,7 @@ def fake_group(clock, calls, durations, loads_iter=None, baseline="A", extra=())
         contenders.append(Contender("S", "a peer", skipped))
     if "error" in extra:
         contenders.append(Contender("E", "broken", broken))
-    return Group("g", contenders, baseline=baseline)
+    return Comparison("g", contenders, baseline=baseline)
 
 
 def test_run_group_interleaves_and_summarizes():
@@ -203,7 +203,7 @@ def fake_peer(tmp_path, mode):
 
 def test_peer_process_reports_its_own_times_and_returns(tmp_path):
     proc = fake_peer(tmp_path, "ok")
-    group = Group("g", [Contender("peer", "a fake peer", lambda: proc.prepare(steps=10.0, info={"runs": 1}))],
+    group = Comparison("g", [Contender("peer", "a fake peer", lambda: proc.prepare(steps=10.0, info={"runs": 1}))],
                   baseline="peer")
     clock = FakeClock()  # never advances: only the times the peer reports can make up the cell
     result = suite.run_group(group, rounds=3, clock=clock, load=lambda: 0.0, cores=2)
@@ -218,7 +218,7 @@ def test_peer_process_reports_its_own_times_and_returns(tmp_path):
                                           ("error", "ValueError: unsupported setting")])
 def test_peer_that_cannot_start_is_skipped_with_its_reason(tmp_path, mode, reason):
     proc = fake_peer(tmp_path, mode)
-    result = suite.run_group(Group("g", [Contender("peer", "x", lambda: proc.prepare(steps=1.0))]), rounds=2,
+    result = suite.run_group(Comparison("g", [Contender("peer", "x", lambda: proc.prepare(steps=1.0))]), rounds=2,
                              clock=FakeClock(), load=lambda: 0.0, cores=2)
     cell = result["cells"][0]
     assert cell["status"] == "skipped" and reason in cell["reason"] and cell["times_s"] == []
@@ -234,7 +234,7 @@ def test_peer_dying_mid_rounds_keeps_what_it_measured_and_the_others_run_on(tmp_
             clock.t += 1.0
         return Prepared(run, steps=1.0)
 
-    group = Group("g", [Contender("peer", "x", lambda: proc.prepare(steps=1.0)), Contender("other", "y", other)])
+    group = Comparison("g", [Contender("peer", "x", lambda: proc.prepare(steps=1.0)), Contender("other", "y", other)])
     result = suite.run_group(group, rounds=3, clock=clock, load=lambda: 0.0, cores=2)
     peer, rest = result["cells"]
     assert peer["status"] == "error" and peer["reason"].startswith("round 2:") and peer["times_s"] == [0.5]

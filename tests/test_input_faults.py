@@ -134,7 +134,7 @@ def test_a_damaged_data_file_is_one_line_without_orbax_threads_printing_after_it
 # --------------------------------------------------------------------------------------
 # eval's inputs: checked before the folder is evaluated
 EVAL = [  # (extra arguments, files to make first, in the line)
-    (["--episodes", "0"], [], "--episodes=0: must be at least 1"),
+    (["--episodes", "0"], [], "--episodes=0: must be an integer of at least 1"),
     (["--episodes", str(2**31)], [], "--episodes=2147483648: must be below 2**31"),
     (["--seed", "-1"], [], "--seed=-1: must be an integer in [0, 2**32 - seeds]"),
     (["--seed", str(2**32)], [], "--seed=4294967296"),

@@ -127,21 +127,36 @@ def _short(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _quiet_late_callbacks() -> None:
-    """After a read fails, tensorstore's other reads still in flight finish on orbax's closed
-    event loop, and each prints 'RuntimeError: Event loop is closed' as an unraisable
-    exception, from a background thread, at any time until the process ends. Those (and
-    only those) are dropped, so the failure stays one line."""
-    previous = sys.unraisablehook
-    if getattr(previous, "drops_closed_loop", False):
+def quiet_late_callbacks() -> None:
+    """After a read or a save fails, tensorstore's other operations still in flight finish on
+    orbax's event loop, closed by then, from background threads and at any time until the
+    process ends: each prints 'RuntimeError: Event loop is closed' (as an unraisable exception,
+    or through sys.excepthook), and asyncio logs each future whose exception nobody retrieved.
+    They say no more than the one line that reports the failure: those, and only those, are
+    dropped from then on."""
+    if getattr(sys.unraisablehook, "drops_closed_loop", False):
         return
 
-    def hook(unraisable):
-        if not (isinstance(unraisable.exc_value, RuntimeError) and str(unraisable.exc_value) == "Event loop is closed"):
-            previous(unraisable)
+    def closed_loop(value) -> bool:
+        return isinstance(value, RuntimeError) and str(value) == "Event loop is closed"
 
-    hook.drops_closed_loop = True
-    sys.unraisablehook = hook
+    previous_unraisable, previous_except = sys.unraisablehook, sys.excepthook
+
+    def unraisable(info):
+        if not closed_loop(info.exc_value):
+            previous_unraisable(info)
+
+    def excepthook(kind, value, traceback):
+        if not closed_loop(value):
+            previous_except(kind, value, traceback)
+
+    def unretrieved(record: logging.LogRecord) -> bool:  # asyncio: "Future exception was never retrieved\n..."
+        return not record.getMessage().startswith(("Future exception was never retrieved",
+                                                   "Task exception was never retrieved"))
+
+    unraisable.drops_closed_loop = True
+    sys.unraisablehook, sys.excepthook = unraisable, excepthook
+    logging.getLogger("asyncio").addFilter(unretrieved)
 
 
 def _ocp():
@@ -212,7 +227,7 @@ class Checkpoints:
         try:
             meta = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
         except Exception as error:  # orbax raises many kinds; the user needs one line
-            _quiet_late_callbacks()
+            quiet_late_callbacks()
             raise CheckpointError(f"{self.folder / str(step)}: unreadable checkpoint "
                                   f"({type(error).__name__}: {str(error).splitlines()[0][:200]})") from None
         return check_meta(meta, step, self.folder / str(step))
@@ -227,7 +242,7 @@ class Checkpoints:
             restored = self._manager.restore(step, args=ocp.args.Composite(
                 state=ocp.args.StandardRestore(abstract_states), history=ocp.args.StandardRestore()))
         except Exception as error:
-            _quiet_late_callbacks()
+            quiet_late_callbacks()
             raise CheckpointError(f"{self.folder / str(step)}: unreadable or not matching this run's state "
                                   f"({type(error).__name__}: {str(error).splitlines()[0][:200]})") from None
         states = jax.tree.map(np.asarray, restored.state)

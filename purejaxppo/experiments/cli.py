@@ -41,7 +41,7 @@ from purejaxppo import __version__, configs
 from purejaxppo.experiments import compile_cache, replay, report
 from purejaxppo.experiments.faults import STOP_SIGNALS, Stopped, stop_signals
 from purejaxppo.config import ConfigError, check_fields, config_values, parse_override, read_yaml, text_table
-from purejaxppo.errors import NO_VALUE, ResourceError, UsageError
+from purejaxppo.errors import NO_VALUE, ResourceError, UsageError, integer
 from purejaxppo.experiments.folder import FINISHED, RunFolder, write_new
 from purejaxppo.experiments.live import LiveLog, check_wandb
 from purejaxppo.experiments.parallel import init_distributed_from_env, is_writer, use_all_cpu_cores
@@ -193,9 +193,9 @@ def configs_command() -> int:
 
 
 def _check_count(option: str, value: int | None, minimum: int = 1) -> None:
-    """A count option: at least `minimum`, and below 2**31 (counts are int32 on the device)."""
-    if value is not None and value < minimum:
-        raise ConfigError(option, value, f"must be at least {minimum}")
+    """A count option: an integer of at least `minimum`, and below 2**31 (counts are int32 on the device)."""
+    if value is not None:
+        integer(option, value, minimum)
     if value is not None and value >= 2**31:
         raise ConfigError(option, value, "must be below 2**31 (it is counted in 32 bits)")
 
@@ -212,7 +212,7 @@ def _check_counts(args) -> None:
 # --------------------------------------------------------------------------------------
 # train and sweep: one path
 # --------------------------------------------------------------------------------------
-def _asked(args, saved: dict | None = None):
+def _run_request(args, saved: dict | None = None):
     """-> (meta, base config, spec): the run the command line asks for, as a checkpoint's
     meta records it; with `saved` (a resumed run's meta), what it does not restate is the
     saved run's. The base's fields are checked here; its environment and every run's
@@ -253,22 +253,22 @@ def _asked(args, saved: dict | None = None):
     return meta, base, spec
 
 
-def _start(args):
+def _plan_command(args):
     """-> (meta, the planned sweep, the folder to resume or None): a new run's, or the run in
     --resume DIR's (what the command line restates must be what it was started with).
     Every run's config is checked, and each group's environment built, by the plan."""
     _check_counts(args)
     if args.resume is None:
-        meta, base, spec = _asked(args)
+        meta, base, spec = _run_request(args)
         return meta, plan(base, spec), None
     folder, saved = RunFolder.to_resume(args.resume, args.command)
-    meta, base, spec = _asked(args, saved)
+    meta, base, spec = _run_request(args, saved)
     folder.check_resume(saved, meta)
     return meta, plan(base, spec), folder
 
 
 def run_command(args) -> int:
-    meta, planned, folder = _start(args)
+    meta, planned, folder = _plan_command(args)
     resuming = folder is not None
     if args.wandb:
         check_wandb()

@@ -37,7 +37,7 @@ from purejaxppo.compiler import compiler_options
 from purejaxppo.config import ConfigError, PPOConfig, make_config
 from purejaxppo.errors import ResourceError
 from purejaxppo.experiments import compile_cache, report
-from purejaxppo.experiments.checkpoint import RUN_SETTINGS, CheckpointError, Checkpoints
+from purejaxppo.experiments.checkpoint import RUN_SETTINGS, CheckpointError, Checkpoints, quiet_late_callbacks
 from purejaxppo.experiments.faults import Failures, wait_ready
 from purejaxppo.experiments.parallel import free_memory_bytes
 from purejaxppo.train import Learner
@@ -93,22 +93,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _drop_closed_loop_callbacks() -> None:
-    """When a save fails, tensorstore's writes still pending call back into orbax's event
-    loop, closed by then: each prints an "unraisable" RuntimeError with its traceback, which
-    says no more than the line reporting the save. Those (and only those) are dropped."""
-    previous = sys.unraisablehook
-    if getattr(previous, "drops_closed_loop_callbacks", False):
-        return
-
-    def hook(unraisable):
-        if not (unraisable.exc_type is RuntimeError and "Event loop is closed" in str(unraisable.exc_value)):
-            previous(unraisable)
-
-    hook.drops_closed_loop_callbacks = True
-    sys.unraisablehook = hook
-
-
 class _Checkpoints(Checkpoints):
     """A run folder's checkpoints: a save that fails (a full disk, a folder made read-only)
     does not stop the run. It is said once, in one line; its partial files are removed (they
@@ -119,7 +103,7 @@ class _Checkpoints(Checkpoints):
         self._run_folder = run_folder
 
     def save(self, step: int, states: dict, metrics: dict, meta: dict) -> None:
-        _drop_closed_loop_callbacks()
+        quiet_late_callbacks()
         try:
             super().save(step, states, metrics, meta)
         except Exception as error:  # noqa: BLE001 -- orbax raises many kinds (tensorstore: ValueError)

@@ -1,9 +1,8 @@
 """Live logging of runs in progress: the progress bar, `progress.jsonl`, TensorBoard and
 (when installed and asked for) Weights & Biases.
 
-`runs.execute` calls `LiveLog` on the host between chunks of updates, once per run (a
-`make_train(progress=...)` learner would call it from inside its program, at most once
-per update); when every run of the group in flight has reported an update, one record
+`runs.execute` calls `LiveLog` on the host between chunks of updates, once per run (no
+compiled program calls back into Python); when every run of the group in flight has reported an update, one record
 is written: the mean, min and max over runs of the last finished episodes' return, and
 the environment steps per second since the previous record. Nothing here blocks the
 device: a call only appends to a list and writes a line.

@@ -120,20 +120,20 @@ def _pad(tree, size: int):
     return jax.tree.map(pad, tree)
 
 
-class ShardedBuckets:
-    """Several run sets ("buckets", e.g. programs of different shapes) as one program over
+class ShardedRunSets:
+    """Several run sets (each its own function, e.g. programs of different shapes) as one program over
     all devices: `pairs` = [(fn_a, args_a), (fn_b, args_b), ...], each `fn` over args whose
     leaves have a leading run axis.
 
-        runs = ShardedBuckets([(fn_a, args_a), (fn_b, args_b)])   # compiles (.compile_seconds)
+        runs = ShardedRunSets([(fn_a, args_a), (fn_b, args_b)])   # compiles (.compile_seconds)
         out_a, out_b = runs()                  # executes; each output's leading axis: its runs
         out_a, out_b = runs([args_a2, args_b2])   # the same program on other inputs
-        runs.out_shapes                        # [outputs' shapes per bucket], known before it runs
+        runs.out_shapes                        # [outputs' shapes per run set], known before it runs
 
     The args given to build it may be shapes only (`jax.ShapeDtypeStruct` leaves, e.g. from
     `jax.eval_shape`): the program is compiled for them and called with data later.
 
-    Each bucket's run axis (padded to devices x runs per device) is split over the devices
+    Each run set's run axis (padded to devices x runs per device) is split over the devices
     by `jax.shard_map`: each device traces and runs the plain single-device program on its
     own runs (no second vmap to trace, nothing for the partitioner to propagate), vmapped,
     or, with `chunk=N`, N at a time
@@ -170,7 +170,7 @@ class ShardedBuckets:
                 (layout.padded, *x.shape[1:]), x.dtype, sharding=sharding), args))
         concrete = not any(isinstance(x, jax.ShapeDtypeStruct) for x in jax.tree.leaves([a for _, a in pairs]))
         self._args = self._lay_out([a for _, a in pairs]) if concrete else None
-        # runs computed at once on a device (the largest bucket's)
+        # runs computed at once on a device (the largest run set's)
         self.in_flight = max(min(chunk or layout.per_device, layout.per_device) for layout in self._layouts)
         if memory_bytes is None:  # this process's devices: another process's cannot be asked
             local = [d for d in devices if d.process_index == jax.process_index()]
@@ -180,7 +180,7 @@ class ShardedBuckets:
                          compiler_options=compiler_options(devices[0].platform))
         start = time.perf_counter()
         lowered = jitted.lower(shapes)
-        # each bucket's outputs, leading axis its runs (the padding dropped, as `__call__` does)
+        # each run set's outputs, leading axis its runs (the padding dropped, as `__call__` does)
         self.out_shapes = [jax.tree.map(lambda x, n=layout.num_runs: jax.ShapeDtypeStruct((n, *x.shape[1:]), x.dtype), out)
                            for out, layout in zip(lowered.out_info, self._layouts)]
         if memory_bytes is not None:  # before compiling: the results alone must fit
@@ -232,7 +232,7 @@ class ShardedBuckets:
 
     def __call__(self, all_args=None) -> list:
         """Run on the args it was built with, or on new args of the same shapes (one args
-        tuple per bucket) -> one output per bucket."""
+        tuple per run set) -> one output per run set."""
         if all_args is not None:
             placed = self._lay_out(list(all_args))
         elif self._args is None:
@@ -248,9 +248,9 @@ class ShardedBuckets:
                 for out, layout in zip(outs, self._layouts)]
 
 
-class ShardedRuns(ShardedBuckets):
+class ShardedRuns(ShardedRunSets):
     """`fn` over args whose leaves have a leading run axis, as one program over all devices
-    (one bucket of `ShardedBuckets`, whose doc says how runs are laid out).
+    (one run set of `ShardedRunSets`, whose doc says how runs are laid out).
 
         runs = ShardedRuns(train, keys, hparams)   # compiles (timed in .compile_seconds)
         out = runs()                               # executes; leading axis = number of runs

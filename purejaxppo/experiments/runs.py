@@ -4,7 +4,7 @@ checkpoint after each chunk, evaluate the final policies.
 The runs to execute come as groups (one compile each: runs whose static fields agree),
 each a list of run sets (runs scanning the same number of epochs; all run sets of a group
 share its one program). A run set's runs are a leading axis over keys and
-hyperparameters, sharded over every device by `ShardedBuckets`.
+hyperparameters, sharded over every device by `ShardedRunSets`.
 
 Per group, three compiled programs: `init` (keys -> states), a chunk of K updates
 (states, hparams -> states, metrics; one program reused for every chunk; a shorter last
@@ -37,8 +37,10 @@ from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
 from purejaxppo.experiments.faults import deferred, stop_signals, wait_ready
 from purejaxppo.config import HParams, PPOConfig
 from purejaxppo.envs import Env
-from purejaxppo.experiments.parallel import ShardedBuckets
-from purejaxppo.train import EVAL_MODES, PROGRESS_POINTS, Learner, TrainResult
+from purejaxppo.experiments.parallel import ShardedRunSets
+from purejaxppo.train import EVAL_MODES, Learner, TrainResult
+
+PROGRESS_POINTS = 25  # progress reports per run, from the host (measured: benchmarks/logging_overhead.py)
 
 
 @dataclasses.dataclass
@@ -79,7 +81,7 @@ def progress_chunk(num_updates: int, points: int = PROGRESS_POINTS) -> int:
     return max(fitting, default=math.ceil(num_updates / points))
 
 
-class _Group:
+class _Programs:
     """A group's compiled programs and its progress."""
 
     def __init__(self, sets: list[RunSet], chunk_updates, eval_episodes, max_parallel, progress):
@@ -92,14 +94,14 @@ class _Group:
         self.progress = progress
         self.learners = [Learner(s.config, env=s.env) for s in sets]
         self.max_parallel = max_parallel
-        self.init = ShardedBuckets([(learner.init, (s.keys,)) for learner, s in zip(self.learners, sets)],
+        self.init = ShardedRunSets([(learner.init, (s.keys,)) for learner, s in zip(self.learners, sets)],
                                    chunk=max_parallel)
         self.shapes = self.init.out_shapes
-        self._chunks: dict[int, ShardedBuckets] = {}
+        self._chunks: dict[int, ShardedRunSets] = {}
         self.chunk_program(self.chunk)
         self.evaluate = None
         if eval_episodes:
-            self.evaluate = ShardedBuckets(
+            self.evaluate = ShardedRunSets(
                 [(lambda state, deterministic, learner=learner: learner.evaluate(state, eval_episodes, deterministic),
                   (shape, jax.ShapeDtypeStruct((len(s.runs),), np.bool_)))
                  for learner, shape, s in zip(self.learners, self.shapes, self.sets)], chunk=max_parallel)
@@ -108,7 +110,7 @@ class _Group:
         self.updates_done = 0
 
     @property
-    def programs(self) -> list[ShardedBuckets]:
+    def programs(self) -> list[ShardedRunSets]:
         return [self.init, *self._chunks.values(), *([self.evaluate] if self.evaluate is not None else [])]
 
     def evaluation(self) -> list[dict]:
@@ -119,9 +121,9 @@ class _Group:
                  for name, deterministic in EVAL_MODES.items()}
         return [{name: returns[i] for name, returns in modes.items()} for i in range(len(self.sets))]
 
-    def chunk_program(self, updates: int) -> ShardedBuckets:
+    def chunk_program(self, updates: int) -> ShardedRunSets:
         if updates not in self._chunks:
-            self._chunks[updates] = ShardedBuckets(
+            self._chunks[updates] = ShardedRunSets(
                 [(lambda state, hp, learner=learner: learner.run(state, hp, updates), (shape, s.hparams))
                  for learner, shape, s in zip(self.learners, self.shapes, self.sets)], chunk=self.max_parallel)
         return self._chunks[updates]
@@ -150,7 +152,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     for g, sets in enumerate(groups):
         if on_group is not None:
             on_group(g, sum(len(s.runs) for s in sets))
-        group = _Group(sets, chunk_updates, eval_episodes, max_parallel, progress)
+        group = _Programs(sets, chunk_updates, eval_episodes, max_parallel, progress)
         compiled.append(group)
 
     if resume:
@@ -204,7 +206,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     return results, timings
 
 
-def _restore(compiled: list[_Group], checkpoints: Checkpoints) -> None:
+def _restore(compiled: list[_Programs], checkpoints: Checkpoints) -> None:
     """Each run set's state and metrics from the newest complete checkpoint."""
     meta = checkpoints.meta()
     done = meta.get("updates_done", {})
