@@ -306,12 +306,12 @@ def test_a_sweep_yaml_is_compared_with_its_checkpoint_section_and_all(tmp_path):
 
     cfg = ppo.make_config({"num_steps": 16})
     spec = make_spec(grid={"clip_eps": [0.1, 0.2]}, seeds=2)
-    saved = {"command": "sweep", "config": cfg.to_dict(), "spec": report.spec_dict(spec), "first_seed": 0,
+    saved = {"command": "sweep", "config": cfg.to_dict(), "spec": spec.to_dict(), "first_seed": 0,
              "checkpoint_every": None, "max_parallel": None, "keep": None}
     run_folder = folder_module.RunFolder(tmp_path, "sweep")
     run_folder.write_config(cfg, spec)
     run_folder.check_resume(saved, saved)  # as written: agrees
-    other = {**saved, "spec": report.spec_dict(make_spec(grid={"clip_eps": [0.1, 0.3]}, seeds=2))}
+    other = {**saved, "spec": make_spec(grid={"clip_eps": [0.1, 0.3]}, seeds=2).to_dict()}
     with pytest.raises(ConfigError, match=r"sweep.grid is \{'clip_eps': \[0.1, 0.2\]\} in sweep.yaml but "
                                           r"\{'clip_eps': \[0.1, 0.3\]\} in the checkpoint; restore sweep.yaml"):
         run_folder.check_resume(other, other)

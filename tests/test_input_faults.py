@@ -232,3 +232,16 @@ def test_a_checkpoint_saved_from_python_is_not_resumed_by_the_command_line(run, 
 
     damage(run, lambda meta: {k: v for k, v in meta.items() if k not in RUN_SETTINGS})  # as sweep() saves it
     assert "from Python" in one_line(capsys, cli.main(["train", "--resume", str(run)]))
+
+
+def test_final_evaluation_that_does_not_fit_in_memory_names_its_option(tmp_path, capsys, monkeypatch):
+    """Training fits in 64 MiB; a million evaluation episodes per run do not: the line names
+    --eval-episodes, not the runs in flight."""
+    from purejaxppo.experiments import parallel
+
+    monkeypatch.setattr(parallel, "free_memory_bytes", lambda device: 64 * 2**20)
+    code = cli.main(["train", "configs/cartpole.yaml", "--set", "total_timesteps=1024", "--set", "num_envs=4",
+                     "--set", "num_steps=64", "--set", "num_minibatches=2", "--eval-episodes", "1000000",
+                     "--out", str(tmp_path / "run"), "--no-cache"])
+    line = one_line(capsys, code)
+    assert "eval_episodes=1000000: the final evaluation" in line and "--eval-episodes" in line, line

@@ -249,7 +249,7 @@ def _run_request(args, saved: dict | None = None):
     options = {"first_seed": args.seed, "checkpoint_every": args.checkpoint_every, "max_parallel": args.max_parallel,
                "keep": args.keep}
     options = {k: saved.get(k, 0 if k == "first_seed" else None) if v is None else v for k, v in options.items()}
-    meta = {"command": args.command, "config": base.to_dict(), "spec": report.spec_dict(spec), **options}
+    meta = {"command": args.command, "config": base.to_dict(), "spec": spec.to_dict(), **options}
     return meta, base, spec
 
 

@@ -213,7 +213,7 @@ class RunFolder:
         it reloads with sweep.load_sweep)."""
         values = config.to_dict()
         if self.command != "train":
-            values["sweep"] = report.spec_dict(spec)
+            values["sweep"] = spec.to_dict()
         try:
             write_new(self.config_file, yaml.safe_dump(values, sort_keys=False))
         except OSError as error:

@@ -8,7 +8,6 @@ them: pure functions returning text or bytes. purejaxppo.experiments.folder writ
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import json
 import math
@@ -190,11 +189,6 @@ def _csv_text(rows) -> str:
     buffer = io.StringIO()
     csv.writer(buffer).writerows(rows)
     return buffer.getvalue()
-
-
-def spec_dict(spec) -> dict[str, Any]:
-    """A SweepSpec as plain YAML/JSON values (it reloads with sweep.make_spec)."""
-    return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in dataclasses.asdict(spec).items()}
 
 
 def run_artefacts(config, metrics: Mapping[str, np.ndarray], summary: Mapping[str, Any],

@@ -37,6 +37,7 @@ from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
 from purejaxppo.experiments.faults import deferred, stop_signals, wait_ready
 from purejaxppo.config import HParams, PPOConfig
 from purejaxppo.envs import Env
+from purejaxppo.errors import ResourceError
 from purejaxppo.experiments.parallel import ShardedRunSets
 from purejaxppo.train import EVAL_MODES, Learner, TrainResult
 
@@ -101,10 +102,16 @@ class _Programs:
         self.chunk_program(self.chunk)
         self.evaluate = None
         if eval_episodes:
-            self.evaluate = ShardedRunSets(
-                [(lambda state, deterministic, learner=learner: learner.evaluate(state, eval_episodes, deterministic),
-                  (shape, jax.ShapeDtypeStruct((len(s.runs),), np.bool_)))
-                 for learner, shape, s in zip(self.learners, self.shapes, self.sets)], chunk=max_parallel)
+            try:
+                self.evaluate = ShardedRunSets(
+                    [(lambda state, deterministic, learner=learner: learner.evaluate(state, eval_episodes,
+                                                                                     deterministic),
+                      (shape, jax.ShapeDtypeStruct((len(s.runs),), np.bool_)))
+                     for learner, shape, s in zip(self.learners, self.shapes, self.sets)], chunk=max_parallel)
+            except ResourceError as error:  # the episodes are what does not fit: name them
+                raise ResourceError("eval_episodes", eval_episodes, f"the final evaluation of {eval_episodes} "
+                                    f"episodes per run does not fit ({error.rule}); evaluate fewer episodes "
+                                    f"(--eval-episodes, sweep.eval_episodes)") from None
         self.states = None                       # per set, numpy, once started
         self.metrics: list[list[dict]] = [[] for _ in sets]
         self.updates_done = 0

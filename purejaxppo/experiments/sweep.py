@@ -62,6 +62,10 @@ class SweepSpec:
     eval_episodes: int = 64
     diagnosis: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
+    def to_dict(self) -> dict[str, Any]:
+        """As plain YAML/JSON values (it reloads with make_spec)."""
+        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in dataclasses.asdict(self).items()}
+
 
 def _check_key(key: str, where: str) -> None:
     if key not in _FIELDS:
