@@ -311,3 +311,21 @@ def test_envs_do_not_import_config_and_config_imports_at_the_top():
     for path in (*(PACKAGE / "config").glob("*.py"), PACKAGE / "errors.py"):
         assert all(at_top for module, at_top in _imports(path) if module.startswith("purejaxppo")), path.name
     assert not [module for module, _ in _imports(PACKAGE / "errors.py") if module.startswith("purejaxppo")]
+
+
+def test_a_config_from_the_gate_is_trusted_and_a_copy_is_checked_again(monkeypatch):
+    """make_config checks once; make_train, Learner and HParams.stack do not check its config
+    again (nor build its environment to check it), but a dataclasses.replace copy is checked."""
+    from purejaxppo.config import checks
+
+    cfg = ppo.make_config({"num_envs": 4, "num_steps": 16, "num_minibatches": 2, "total_timesteps": 640})
+    assert config.is_checked(cfg) and ppo.check_config(cfg) is cfg
+    calls = []
+    monkeypatch.setattr(checks, "_check", lambda c, *a: calls.append(c))
+    ppo.make_train(cfg)
+    ppo.HParams.stack(cfg, runs=2)
+    assert calls == []
+    copy = dataclasses.replace(cfg, clip_eps=0.1)
+    assert not config.is_checked(copy)
+    ppo.make_train(copy)
+    assert len(calls) >= 1 and all(c.clip_eps == 0.1 for c in calls)

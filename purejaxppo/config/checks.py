@@ -224,19 +224,17 @@ def check_config(cfg: PPOConfig, *, env: bool = True, update_epochs: bool = True
     that tie fields together, and (`env`) the environment, its parameters and the network.
     A config `make_config` made is trusted: it is returned as it is. Otherwise returns the
     checked config, each value in its canonical type; raises ConfigError naming the field.
-    `update_epochs=False` leaves out "update_epochs <= max_epochs": a learner run with
-    HParams reads update_epochs from them (`Learner.run` checks it there)."""
+    `env=False` leaves out the environment and the network (a learner checks them as it builds
+    them); `update_epochs=False` leaves out "update_epochs <= max_epochs" (a learner run with
+    HParams reads update_epochs from them: `Learner.run` checks it there). A config checked
+    without either is returned checked but not trusted."""
     if not isinstance(cfg, PPOConfig):
         raise ConfigError("config", type(cfg).__name__, "must be a PPOConfig (build one with make_config)")
     if is_checked(cfg):
         return cfg
     checked = PPOConfig(**{name: _coerce(f, getattr(cfg, name)) for name, f in FIELDS.items()})
     _check(checked, update_epochs)
-    if env and update_epochs:
-        return check_env_and_network(checked)
-    if env:
-        check_env_and_network(checked)  # not marked checked: one rule was left out
-    return checked
+    return check_env_and_network(checked) if env and update_epochs else checked
 
 
 def make_config(values: Mapping[str, Any] | None = None, *, where: str = "config", env: Env | None = None
