@@ -235,9 +235,11 @@ class Population:
     def __init__(self, pbt: Mapping, seeds: int, first_seed: int, random_seed: int):
         self.pbt, self.seeds, self.first_seed, self.random_seed = pbt, seeds, first_seed, random_seed
         self.step = jax.jit(make_step(pbt, seeds))
+        self.compiled = None                 # the step, compiled at its first call
+        self.compile_seconds = 0.0
         self.lineage: list[dict] = []     # one row per run per interval done
         self.copied_from: list[int] | None = None  # each run's source of weights for the coming interval
-        self.step_seconds: list[float] = []  # each step's, the first with its compile
+        self.step_seconds: list[float] = []  # each step's (after its compile)
 
     def _where(self, k: int) -> tuple[int, int]:
         return k // self.seeds, k % self.seeds  # (member, seed index)
@@ -258,8 +260,13 @@ class Population:
         if updates_done >= run_set.config.num_updates:
             return states
         keys = step_keys(self.random_seed, [self.first_seed + s for s in range(self.seeds)], interval)
+        args = (state, run_set.hparams, fitness, keys)
+        if self.compiled is None:
+            start = time.perf_counter()
+            self.compiled = self.step.lower(*args).compile()
+            self.compile_seconds = time.perf_counter() - start
         start = time.perf_counter()
-        state, hparams, source = wait_ready(self.step(state, run_set.hparams, fitness, keys))
+        state, hparams, source = wait_ready(self.compiled(*args))
         self.step_seconds.append(time.perf_counter() - start)
         self._set_hparams(run_set, {name: getattr(hparams, name) for name in self.pbt["hyperparameters"]})
         self.copied_from = [int(m) for m in source]

@@ -429,6 +429,10 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
                                max_parallel=max_parallel, progress=progress, checkpoints=checkpoints, meta=meta,
                                resume=resume, checkpoint_chunks=checkpoint_chunks, on_group=group_starts,
                                between=population)
+    if population is not None:  # the step compiles at its first call, inside the run's time: count it as a compile
+        timings.compiles += 1
+        timings.compile_seconds += population.compile_seconds
+        timings.run_seconds -= population.compile_seconds
 
     runs = [{"point": i, "seed": first_seed + s, **points[i]} for i in range(len(points)) for s in range(spec.seeds)]
     diverged = np.zeros(planned.runs, bool)
