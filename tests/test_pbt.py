@@ -186,7 +186,8 @@ def test_a_pbt_run_resumed_from_a_middle_checkpoint_is_the_same_run(whole, capsy
 def test_the_shipped_cartpole_population_learns_where_its_random_search_does_not():
     """configs/sweeps/pbt_cartpole.yaml: the same 16 initial learning rates as a random search
     run the same first interval, bit for bit; then PBT's population ends with a greedy median
-    of 475 or more, the random search's below it."""
+    of 475 or more and nearly every member there, where the random search's five members with
+    a learning rate below 1e-5 cannot learn."""
     from purejaxppo.experiments.sweep import load_sweep, make_spec, sweep
 
     base, spec = load_sweep("configs/sweeps/pbt_cartpole.yaml")
@@ -198,7 +199,8 @@ def test_the_shipped_cartpole_population_learns_where_its_random_search_does_not
     for k in range(section["population"]):
         np.testing.assert_array_equal(population.metrics[k]["episode_return"][:interval],
                                       search.metrics[k]["episode_return"][:interval])
-    greedy = [np.median([np.mean(r.evaluation["deterministic"]) for r in map(result.run, range(16))])
+    greedy = [np.array([np.mean(r.evaluation["deterministic"]) for r in map(result.run, range(16))])
               for result in (population, search)]
     assert any(row["copied_from"] != row["member"] for row in population.lineage)
-    assert greedy[0] >= 475 > greedy[1], greedy
+    assert np.median(greedy[0]) >= 475 and np.sum(greedy[0] >= 475) >= 14, greedy[0]
+    assert np.sum(greedy[1] >= 475) <= 11, greedy[1]

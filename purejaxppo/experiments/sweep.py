@@ -14,6 +14,7 @@ A sweep file is an ordinary config (flat `PPOConfig` keys) plus a `sweep:` secti
       threshold: 475                # optional: count seeds whose final return reaches it
       eval_episodes: 64             # final policy on fresh episodes, greedy and sampled (0: off)
       diagnosis: {under_used_below: 0.02, over_used_above: 0.2, over_used_by_epoch: 3}
+      pbt: {...}                    # in place of grid/random: population-based training (experiments.pbt)
 
 Every run's config is checked before anything compiles. Runs whose static fields
 (network, env, batch shape, ...) agree form a group: one compile per group, its runs
