@@ -1,6 +1,6 @@
 """purejaxppo: end-to-end JAX-compiled PPO on accelerator-native environments.
 
-`load`, `sweep` and `SweepResult` belong to the experiment side (purejaxppo.experiments):
+`load`, `sweep`, `pbt` and `SweepResult` belong to the experiment side (purejaxppo.experiments):
 they are imported the first time they are asked for, so importing the core
 (`import purejaxppo.gae`, `purejaxppo.train`, ...) loads no experiment module."""
 
@@ -18,11 +18,11 @@ __version__ = "0.4.0"
 
 # name -> the experiment-side module that defines it
 _LAZY = {"load": "purejaxppo.experiments.folder", "sweep": "purejaxppo.experiments.sweep",
-         "SweepResult": "purejaxppo.experiments.sweep"}
+         "pbt": "purejaxppo.experiments.sweep", "SweepResult": "purejaxppo.experiments.sweep"}
 
 __all__ = ["ConfigError", "HParams", "check_config", "Learner", "LearnerState", "PPOConfig", "Policy", "SweepResult",
            "TrainResult", "compiler_options", "distributions", "envs", "gae", "load", "load_config", "losses",
-           "make_config", "make_env", "make_policy", "make_train", "networks", "sweep"]
+           "make_config", "make_env", "make_policy", "make_train", "networks", "pbt", "sweep"]
 
 
 def __getattr__(name: str):

@@ -67,6 +67,18 @@ def section(yaml_text: str, field: str, needle: str = "") -> Cli:
     return sweep_file(BASE + "sweep:\n" + yaml_text, field, needle, id=f"sweep: {yaml_text.strip()}")
 
 
+LR_UNIFORM = {"lr": {"uniform": [1e-3, 1e-2]}}
+
+
+def pbt_section(change: str, field: str, needle: str = "") -> Cli:
+    """A sweep file with a valid pbt: section (10 updates) but for `change` (one key: value)."""
+    settings = {"population": "4", "interval": "2", "hyperparameters": "{lr: {loguniform: [1.0e-4, 1.0e-2]}}"}
+    key, value = change.split(": ", 1)
+    settings[key] = value
+    lines = "".join(f"    {k}: {v}\n" for k, v in settings.items())
+    return sweep_file(BASE + "sweep:\n  pbt:\n" + lines, field, needle, id=f"pbt: {change}")
+
+
 def tiny(**values) -> PPOConfig:
     return ppo.make_config({"num_envs": 4, "num_steps": 16, "num_minibatches": 2, "total_timesteps": 640, **values})
 
@@ -292,6 +304,38 @@ CASES = [
     section("  threshold: abc\n", "sweep.threshold", "must be a number"),
     section("  eval_episodes: -1\n", "sweep.eval_episodes", "non-negative"),
     section("  gird: {lr: [0.1]}\n", "sweep.gird", "sweep keys are"),
+    # --- PBT (sweep: pbt:) ------------------------------------------------------------------
+    pbt_section("population: 1", "pbt.population", "at least 2"),
+    pbt_section("population: 2.5", "pbt.population", "must be an integer"),
+    pbt_section("interval: 0", "pbt.interval", "at least 1"),
+    pbt_section("interval: 11", "pbt.interval", "at most the run's 10 updates"),
+    pbt_section("exploit: 0", "pbt.exploit", "in (0, 0.5]"),
+    pbt_section("exploit: 0.6", "pbt.exploit", "in (0, 0.5]"),
+    pbt_section("explore: {perturb: [0.8, 0]}", "pbt.explore.perturb", "positive factors"),
+    pbt_section("explore: {perturb: [-1.25]}", "pbt.explore.perturb", "positive factors"),
+    pbt_section("explore: {resample: 2}", "pbt.explore.resample", "probability in [0, 1]"),
+    pbt_section("explore: {jitter: 0.1}", "pbt.explore.jitter", "explore keys are perturb, resample"),
+    pbt_section("fitness: eval_return", "pbt.fitness", "one of episode_return"),
+    pbt_section("elite: 2", "pbt.elite", "pbt keys are"),
+    pbt_section("hyperparameters: {num_envs: {choice: [4, 8]}}", "pbt.hyperparameters.num_envs",
+                "static keys split the compile"),
+    pbt_section("hyperparameters: {activation: {choice: [tanh, relu]}}", "pbt.hyperparameters.activation",
+                "cannot change during a run"),
+    pbt_section("hyperparameters: {update_epochs: {choice: [1, 2]}}", "pbt.hyperparameters.update_epochs",
+                "number keys only"),
+    pbt_section("hyperparameters: {learning_rate: {loguniform: [1.0e-4, 1.0e-2]}}",
+                "pbt.hyperparameters.learning_rate", "did you mean lr"),
+    pbt_section("hyperparameters: {lr: {loguniform: [0, 1.0e-2]}}", "pbt.hyperparameters.lr", "low > 0"),
+    pbt_section("hyperparameters: {lr: {loguniform: [1.0e-2, 1.0e-4]}}", "pbt.hyperparameters.lr", "low < high"),
+    pbt_section("hyperparameters: {gamma: {uniform: [0.9, 1.5]}}", "pbt.hyperparameters.gamma", "in [0, 1]"),
+    pbt_section("hyperparameters: {}", "pbt.hyperparameters", "at least one key"),
+    section("  grid: {clip_eps: [0.1, 0.2]}\n  pbt: {population: 4, interval: 2, hyperparameters: {lr: {uniform: "
+            "[0.001, 0.01]}}}\n", "sweep.pbt", "give one of them"),
+    section("  random: {trials: 2, ent_coef: {uniform: [0, 0.01]}}\n  pbt: {population: 4, interval: 2, "
+            "hyperparameters: {lr: {uniform: [0.001, 0.01]}}}\n", "sweep.pbt", "is given with random:"),
+    Cli("pbt with --grid", ["sweep", "s.yaml", "--grid", "clip_eps=0.1,0.2"], "sweep.pbt", "give one of them",
+        {"s.yaml": BASE + "sweep:\n  pbt: {population: 4, interval: 2, hyperparameters: {lr: {uniform: "
+                          "[0.001, 0.01]}}}\n"}),
     # --- Python API doors ------------------------------------------------------------------------
     Api("load: run given as a string", lambda: ppo.load(RUN_0_4, run="0"), "run", "must be an integer"),
     Api("load: step given as a string", lambda: ppo.load(RUN_0_4, step="4"), "step", "must be an integer"),
@@ -332,6 +376,13 @@ CASES = [
         lambda: ppo.Learner(dataclasses.replace(tiny(max_epochs=4), update_epochs=6)).run(None),
         "update_epochs"),
     Api("Learner.run: not HParams", run_with(lambda c: {"lr": 0.1}), "hparams"),
+    Api("ppo.pbt: a population of one",
+        lambda: ppo.pbt(tiny(), {"population": 1, "interval": 2, "hyperparameters": LR_UNIFORM}),
+        "pbt.population", "at least 2"),
+    Api("ppo.pbt: an interval longer than the run",
+        lambda: ppo.pbt(tiny(), {"population": 2, "interval": 99, "hyperparameters": LR_UNIFORM}),
+        "pbt.interval", "at most the run's 10 updates"),
+    Api("ppo.pbt: no section", lambda: ppo.pbt(tiny()), "sweep.pbt", "a PBT run needs a pbt: section"),
     Api("Learner.run: num_updates", lambda: ppo.Learner(tiny()).run(None, None, -1), "num_updates"),
     Api("train: stacked HParams without vmap",
         traced_train(lambda c: HParams.stack(c, lr=[1e-3, 2e-3])), "lr", "vmap over the run axis"),

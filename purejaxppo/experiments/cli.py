@@ -318,7 +318,9 @@ def _run(args, meta, planned, folder, resuming) -> int:
                   console=console) as bar:
         task = bar.add_task("compiling", total=None)
         what = f"{spec.seeds} seed(s)"
-        if args.command == "sweep":
+        if spec.pbt is not None:
+            what = f"PBT, {len(planned.points)} members x {what}, exploit/explore every {spec.pbt['interval']} updates"
+        elif args.command == "sweep":
             what = f"{len(planned.points)} point(s) x {what}"
         console.print(f"[bold]{base.env}[/]: {what} = {planned.runs} run{'s' if planned.runs != 1 else ''}, "
                       f"{len(groups)} compile(s) of {groups[0].config.num_updates} updates x "

@@ -294,7 +294,8 @@ def sweep_markdown(rows: list[dict], swept: list[str], threshold=None) -> str:
 
 def sweep_artefacts(result, rows: list[dict], swept: list[str]) -> list[tuple[str, Callable[[], str | bytes]]]:
     """(file name, function making its contents) for a sweep's results: metrics.csv (a row per
-    run per update), summary.md / summary.csv (a row per point, `rows` of `sweep_summary`), the
+    run per update), a PBT sweep's pbt.csv (its lineage), summary.md / summary.csv (a row per
+    point, `rows` of `sweep_summary`), the
     plots (`sweep_plots`); `swept`: the swept keys (sweep.swept_keys)."""
     # run sets may scan different numbers of epochs: pad per-epoch columns ([runs, updates, epochs]) with NaN
     max_epochs = max(out.metrics["clip_fraction"].shape[-1] for out in result.outputs.values())
@@ -321,8 +322,13 @@ def sweep_artefacts(result, rows: list[dict], swept: list[str]) -> list[tuple[st
             [";".join(f"{v:.4g}" for v in row[c]) if c == "clip_fraction_by_epoch"
              else show_value(row[c]) if c in swept else row.get(c, "") for c in columns] for row in rows])
 
+    def lineage_csv():  # a PBT sweep's: one row per run per interval
+        columns = list(result.lineage[0])
+        return _csv_text([columns] + [["" if row[c] is None else row[c] for c in columns] for row in result.lineage])
+
     return [
         ("metrics.csv", metrics_csv),
+        *([("pbt.csv", lineage_csv)] if result.lineage is not None else []),
         ("summary.md", lambda: sweep_markdown(rows, swept, result.spec.threshold)),
         ("summary.csv", summary_csv),
         *sweep_plots(result, rows, swept),

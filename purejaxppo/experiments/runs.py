@@ -138,21 +138,26 @@ class _Programs:
 
 def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates: int | None = None,
             max_parallel: int | None = None, progress=None, checkpoints: Checkpoints | None = None,
-            meta: dict | None = None, resume: bool = False,
-            on_group: Callable[[int, int], None] | None = None) -> tuple[dict[str, TrainResult], Timings]:
+            meta: dict | None = None, resume: bool = False, checkpoint_chunks: int = 1,
+            on_group: Callable[[int, int], None] | None = None,
+            between=None) -> tuple[dict[str, TrainResult], Timings]:
     """Run every group to the end -> ({run set name: its runs' TrainResult}, Timings): the final
     states, the metrics ([n, num_updates, ...]) and the final policies' evaluation ([n, episodes];
     {} without evaluation), each with the set's leading run axis and numpy leaves.
 
     Every group is compiled (and its memory checked) before any runs. With `checkpoints`,
     a checkpoint (every run set started so far: state and metrics; `meta` with the updates
-    done added) is saved after each chunk of `chunk_updates`, or without it after each
-    group; with `resume`,
-    the newest one is restored first. A Ctrl-C while a chunk computes stops within ~50 ms
-    (`faults.Stopped`, a KeyboardInterrupt; the command line's SIGTERM and SIGHUP too): the
-    chunk is dropped, the newest checkpoint stays as it was; one during a checkpoint's save
-    stops right after it.
+    done added) is saved after every `checkpoint_chunks` chunks of `chunk_updates` and at
+    the end, or without it after each group; with `resume`, the newest one is restored
+    first. A Ctrl-C while a chunk computes stops within ~50 ms (`faults.Stopped`, a
+    KeyboardInterrupt; the command line's SIGTERM and SIGHUP too): the chunk is dropped,
+    the newest checkpoint stays as it was; one during a checkpoint's save stops right after it.
     `on_group(g, runs)` is called before group g compiles.
+
+    `between` (PBT's `pbt.Population`) runs after each chunk: `between(sets, states, metrics
+    of the chunk, updates_done) -> states`; it may replace each set's `hparams` and
+    `run_configs` (the next chunk runs with them, checkpoints save them); `between.meta()`
+    is saved with every checkpoint, and on resume `between.restore(meta, sets)` reads it.
     """
     timings = Timings()
     compiled = []
@@ -163,7 +168,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
         compiled.append(group)
 
     if resume:
-        _restore(compiled, checkpoints)
+        _restore(compiled, checkpoints, between)
 
     def save():
         started = [group for group in compiled if group.states is not None]
@@ -174,7 +179,8 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
         configs = {s.name: {"config": s.config.to_dict(), "runs": s.runs,
                             "run_configs": [c.to_dict() for c in s.run_configs]}
                    for group in started for s in group.sets}
-        checkpoints.save(step, states, metrics, {**(meta or {}), "updates_done": done, "sets": configs})
+        extra = between.meta() if between is not None else {}
+        checkpoints.save(step, states, metrics, {**(meta or {}), **extra, "updates_done": done, "sets": configs})
         timings.checkpoint_seconds += checkpoints.last_save_seconds
         timings.checkpoints += 1
         timings.checkpoint_bytes = checkpoints.last_save_bytes
@@ -193,12 +199,17 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
                 for parts, (_, metrics) in zip(group.metrics, outs):
                     parts.append(metrics)
                 group.updates_done += updates
+                if between is not None:
+                    group.states = between(group.sets, group.states, [metrics for _, metrics in outs],
+                                           group.updates_done)
                 if group.progress is not None:
                     for state in group.states:
                         for ret in np.asarray(state.last_episode_return).reshape(-1):
                             group.progress(group.updates_done, ret)
                 timings.run_seconds += time.perf_counter() - start
-                if checkpoints is not None and (chunk_updates or group.updates_done == group.num_updates):
+                chunks_done = group.updates_done // group.chunk
+                if checkpoints is not None and (chunk_updates and chunks_done % checkpoint_chunks == 0
+                                                or group.updates_done == group.num_updates):
                     with deferred():  # a stop signal during the save is raised after it
                         save()
                 start = time.perf_counter()
@@ -213,8 +224,9 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     return results, timings
 
 
-def _restore(compiled: list[_Programs], checkpoints: Checkpoints) -> None:
-    """Each run set's state and metrics from the newest complete checkpoint."""
+def _restore(compiled: list[_Programs], checkpoints: Checkpoints, between=None) -> None:
+    """Each run set's state and metrics from the newest complete checkpoint (and what
+    `between` keeps: see `execute`)."""
     meta = checkpoints.meta()
     done = meta.get("updates_done", {})
     by_name = {s.name: (group, i) for group in compiled for i, s in enumerate(group.sets)}
@@ -233,3 +245,5 @@ def _restore(compiled: list[_Programs], checkpoints: Checkpoints) -> None:
         group.states = [states[name] for name in names]
         group.metrics = [[metrics[name]] for name in names]
         group.updates_done = done[names[0]]
+        if between is not None:
+            between.restore(meta, group.sets)

@@ -14,6 +14,7 @@ A sweep file is an ordinary config (flat `PPOConfig` keys) plus a `sweep:` secti
       threshold: 475                # optional: count seeds whose final return reaches it
       eval_episodes: 64             # final policy on fresh episodes, greedy and sampled (0: off)
       diagnosis: {under_used_below: 0.02, over_used_above: 0.2, over_used_by_epoch: 3}
+      pbt: {...}                    # in place of grid/random: population-based training (experiments.pbt)
 
 Every run's config is checked before anything compiles. Runs whose static fields
 (network, env, batch shape, ...) agree form a group: one compile per group, its runs
@@ -38,16 +39,16 @@ import numpy as np
 from purejaxppo.config import (FIELDS as _FIELDS, HPARAM_FIELDS, STATIC_FIELDS, ConfigError, HParams, PPOConfig,
                                check_env_and_network, check_fields, parse_override, read_yaml,
                                suggest)
-from purejaxppo.config.checks import _number
 from purejaxppo.envs import Env, make_env
 from purejaxppo.errors import NO_VALUE, integer
 from purejaxppo.experiments.checkpoint import Checkpoints
 from purejaxppo.experiments.diagnosis import DIAGNOSIS_DEFAULTS
+from purejaxppo.experiments.pbt import Population, check_interval, initial_points, make_pbt
 from purejaxppo.experiments.runs import RunSet, Timings, execute
+from purejaxppo.experiments.search import check_distribution, draw, is_number
 from purejaxppo.train import TrainResult
 
-DISTRIBUTIONS = ("uniform", "loguniform", "choice")
-SWEEP_KEYS = ("grid", "seeds", "random", "random_seed", "threshold", "eval_episodes", "diagnosis")
+SWEEP_KEYS = ("grid", "seeds", "random", "random_seed", "threshold", "eval_episodes", "diagnosis", "pbt")
 # what may be swept: any config field but the environment's identity
 SWEEPABLE = tuple(name for name in _FIELDS if name != "env")
 
@@ -61,6 +62,7 @@ class SweepSpec:
     threshold: float | None = None
     eval_episodes: int = 64
     diagnosis: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    pbt: Mapping[str, Any] | None = None   # population-based training (experiments.pbt): its checked section
 
     def to_dict(self) -> dict[str, Any]:
         """As plain YAML/JSON values (it reloads with make_spec)."""
@@ -72,10 +74,6 @@ def _check_key(key: str, where: str) -> None:
         raise ConfigError(f"{where}.{key}", NO_VALUE, f"not a config key, so it cannot be swept; {suggest(key)}")
     if key not in SWEEPABLE:
         raise ConfigError(f"{where}.{key}", NO_VALUE, "cannot be swept (one sweep is one environment)")
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
 def check_seeds(field: str, first_seed, seeds: int = 1) -> None:
@@ -109,7 +107,7 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
             raise ConfigError(f"sweep.{key}", section[key], f"must be a mapping, e.g. {example}")
     if grid is not None and not isinstance(grid, Mapping):
         raise ConfigError("grid", grid, "must be a mapping of key to a list of values")
-    if section.get("threshold") is not None and not _is_number(section["threshold"]):
+    if section.get("threshold") is not None and not is_number(section["threshold"]):
         raise ConfigError("sweep.threshold", section["threshold"], "must be a number")
     full_grid = dict(section.get("grid") or {})
     full_grid.update(grid or {})
@@ -133,22 +131,7 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
             _check_key(key, "random")
             if key in full_grid:
                 raise ConfigError(f"random.{key}", dist, "is also in the grid; sweep it one way")
-            if not isinstance(dist, Mapping) or len(dist) != 1 or next(iter(dist)) not in DISTRIBUTIONS:
-                raise ConfigError(f"random.{key}", dist, f"must be one of {{{', '.join(DISTRIBUTIONS)}: ...}}")
-            kind, args = next(iter(dist.items()))
-            if kind == "choice":
-                if not isinstance(args, (list, tuple)) or not args:
-                    raise ConfigError(f"random.{key}", dist, "choice needs a non-empty list")
-            else:
-                if isinstance(args, (list, tuple)) and all(_number(a) is not None for a in args):
-                    args = [_number(a) for a in args]  # 1e-4 (YAML reads it as a string), as a config reads it
-                    random[key] = {kind: args}
-                if (not isinstance(args, (list, tuple)) or len(args) != 2
-                        or not all(_is_number(a) and math.isfinite(a) for a in args)
-                        or not args[0] < args[1] or (kind == "loguniform" and args[0] <= 0)):
-                    raise ConfigError(f"random.{key}", dist,
-                                      f"{kind} needs [low, high] with low < high" +
-                                      (" and low > 0" if kind == "loguniform" else ""))
+            random[key] = check_distribution(f"random.{key}", dist)
         random["trials"] = trials
     # seeds alone are a valid (one-point) sweep; an explicitly empty grid is not
     if not full_grid and (("grid" in section and not section["grid"]) or (grid is not None and not grid)):
@@ -162,9 +145,15 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
     for key, value in diagnosis.items():
         if key not in DIAGNOSIS_DEFAULTS:
             raise ConfigError(f"diagnosis.{key}", value, f"unknown; known: {', '.join(DIAGNOSIS_DEFAULTS)}")
-        if not _is_number(value) or not math.isfinite(value) or value < 0:
+        if not is_number(value) or not math.isfinite(value) or value < 0:
             raise ConfigError(f"diagnosis.{key}", value, "must be a non-negative number")
-    return SweepSpec(full_grid, n_seeds, random, random_seed, threshold, eval_episodes, diagnosis)
+    pbt = None
+    if section.get("pbt") is not None:
+        pbt = make_pbt(section["pbt"])
+        if full_grid or random:
+            raise ConfigError("sweep.pbt", NO_VALUE, f"is given with {'grid:' if full_grid else 'random:'}; PBT draws "
+                              "its own population (pbt: hyperparameters:): give one of them")
+    return SweepSpec(full_grid, n_seeds, random, random_seed, threshold, eval_episodes, diagnosis, pbt)
 
 
 def load_sweep(path: str | Path, overrides: Mapping[str, Any] | None = None, *, grid=None,
@@ -205,28 +194,14 @@ def parse_grid_option(text: str) -> tuple[str, list]:
 def _draw(spec: SweepSpec) -> list[dict]:
     if not spec.random:
         return [{}]
-    rng = np.random.default_rng(spec.random_seed)
-    points = []
-    for _ in range(spec.random["trials"]):
-        point = {}
-        for key, dist in spec.random.items():
-            if key == "trials":
-                continue
-            kind, args = next(iter(dist.items()))
-            if kind == "choice":
-                point[key] = args[int(rng.integers(len(args)))]
-            elif kind == "uniform":
-                point[key] = float(rng.uniform(*args))
-            else:
-                point[key] = float(math.exp(rng.uniform(math.log(args[0]), math.log(args[1]))))
-            if isinstance(point[key], np.generic):
-                point[key] = point[key].item()
-        points.append(point)
-    return points
+    return draw({k: v for k, v in spec.random.items() if k != "trials"}, spec.random["trials"], spec.random_seed)
 
 
 def expand(spec: SweepSpec) -> list[dict]:
-    """The swept points: grid product × random trials (each a dict of overridden keys)."""
+    """The swept points: grid product × random trials (each a dict of overridden keys); a
+    PBT sweep's: its members' initial hyperparameters."""
+    if spec.pbt is not None:
+        return initial_points(spec.pbt, spec.random_seed)
     keys = list(spec.grid)
     grid_points = [dict(zip(keys, combo)) for combo in itertools.product(*(spec.grid[k] for k in keys))]
     return [{**g, **r} for g in grid_points for r in _draw(spec)]
@@ -293,6 +268,8 @@ def plan(base: PPOConfig, spec: SweepSpec) -> Plan:
                                                            group.env, network=False)
                              for epochs, members in group.run_sets.items()}
         group.config = dataclasses.replace(group.config, max_epochs=max(group.run_sets))
+    if spec.pbt is not None:  # every member explores traced keys only: one group, one run set
+        check_interval(spec.pbt, configs[0].num_updates)
     return Plan(base, spec, points, configs, list(groups.values()))
 
 
@@ -319,6 +296,12 @@ class SweepResult:
     spec: SweepSpec
     base: PPOConfig
     timings: Timings
+    population: Population | None = None  # a PBT sweep's: its lineage and step timings
+
+    @property
+    def lineage(self) -> list[dict] | None:
+        """A PBT sweep's lineage (pbt.csv): one row per run per interval; None for other sweeps."""
+        return None if self.population is None else self.population.lineage
 
     def __post_init__(self):
         # run k -> (its run set's name, its place on that set's run axis)
@@ -386,6 +369,22 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
     return run_plan(plan(cfg, spec), **options)
 
 
+def pbt(cfg: PPOConfig, section: Mapping[str, Any] | None = None, seeds: int | None = None, *,
+        spec: SweepSpec | None = None, **options) -> SweepResult:
+    """Population-based training of `cfg`: `section` is a `pbt:` section (population,
+    interval, hyperparameters, exploit, explore, fitness; experiments.pbt), `seeds` the
+    independent populations; or `spec`, a whole `sweep:` section with its `pbt:`. The
+    options are `run_plan`'s. The result's `lineage` is pbt.csv's rows; `run_sets[0]
+    .run_configs` each member's final hyperparameters."""
+    if spec is None:
+        spec = make_spec({"pbt": section, "seeds": 1 if seeds is None else seeds})
+    elif section is not None or seeds is not None:
+        raise TypeError("give either spec or section/seeds")
+    if spec.pbt is None:
+        raise ConfigError("sweep.pbt", NO_VALUE, "is missing: a PBT run needs a pbt: section")
+    return run_plan(plan(cfg, spec), **options)
+
+
 def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = None,
              on_group: Callable[[int, int, Group, int], None] | None = None,
              checkpoints: Checkpoints | None = None, checkpoint_every: int | None = None, resume: bool = False,
@@ -399,7 +398,11 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
     With `checkpoints`, the full state of every run is saved at the end, and after every
     `checkpoint_every` updates (`meta` saved beside it); `resume` continues from the
     newest complete checkpoint. `progress(updates_done, episode_return)` is called on the
-    host per run after each chunk of updates (`runs.execute`)."""
+    host per run after each chunk of updates (`runs.execute`).
+
+    A PBT sweep (`spec.pbt`) runs in chunks of its interval, the exploit/explore step between
+    them (`pbt.Population`); with `checkpoints`, one is saved after every `checkpoint_every`
+    intervals (default: every interval)."""
     spec, points, configs, groups = planned.spec, planned.points, planned.configs, planned.groups
     for name, value in (("max_parallel", max_parallel), ("checkpoint_every", checkpoint_every)):
         if value is not None:
@@ -423,9 +426,18 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
         if on_group is not None:
             on_group(g, len(groups), groups[g], runs)
 
-    outputs, timings = execute(run_sets, eval_episodes=spec.eval_episodes, chunk_updates=checkpoint_every,
+    population, chunk_updates, checkpoint_chunks = None, checkpoint_every, 1
+    if spec.pbt is not None:
+        population = Population(spec.pbt, spec.seeds, first_seed, spec.random_seed)
+        chunk_updates, checkpoint_chunks = spec.pbt["interval"], checkpoint_every or 1
+    outputs, timings = execute(run_sets, eval_episodes=spec.eval_episodes, chunk_updates=chunk_updates,
                                max_parallel=max_parallel, progress=progress, checkpoints=checkpoints, meta=meta,
-                               resume=resume, on_group=group_starts)
+                               resume=resume, checkpoint_chunks=checkpoint_chunks, on_group=group_starts,
+                               between=population)
+    if population is not None:  # the step compiles at its first call, inside the run's time: count it as a compile
+        timings.compiles += 1
+        timings.compile_seconds += population.compile_seconds
+        timings.run_seconds -= population.compile_seconds
 
     runs = [{"point": i, "seed": first_seed + s, **points[i]} for i in range(len(points)) for s in range(spec.seeds)]
     diverged = np.zeros(planned.runs, bool)
@@ -436,7 +448,7 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
         finite_loss = np.all(np.isfinite(out.metrics["total_loss"]), axis=1)
         diverged[run_set.runs] = ~(finite_params & finite_loss)
     return SweepResult(points, configs, runs, [s for sets in run_sets for s in sets], outputs, diverged, len(groups),
-                       timings.compile_seconds, timings.run_seconds, spec, planned.base, timings)
+                       timings.compile_seconds, timings.run_seconds, spec, planned.base, timings, population)
 
 
 def swept_keys(result: SweepResult) -> list[str]:
