@@ -3,6 +3,7 @@ hand-made arrays; the fitness of an interval; a tiny whole run through the comma
 and its resume from a middle checkpoint, bit for bit."""
 
 import csv
+import json
 import shutil
 
 import chex
@@ -15,6 +16,7 @@ import purejaxppo as ppo
 from purejaxppo.config import HParams
 from purejaxppo.experiments.cli import main
 from purejaxppo.experiments.pbt import interval_fitness, make_pbt, make_step, step_keys
+from purejaxppo.experiments.report import pbt_schedule
 from purejaxppo.normalize import RewardScaler, RunningStats
 from purejaxppo.train import LearnerState
 
@@ -116,6 +118,19 @@ def test_fitness_is_the_mean_return_of_the_episodes_finished_in_the_interval():
     np.testing.assert_allclose(interval_fitness(metrics), [17.5, np.nan, 7.0])
 
 
+
+def test_a_schedule_follows_the_weights_back_through_copied_from():
+    def row(interval, member, copied_from):
+        return {"interval": interval, "seed": 0, "member": member, "run": member, "copied_from": copied_from,
+                "lr": 10 * interval + member}
+
+    # member 2's final weights: member 1's after interval 1, which were member 0's after interval 0
+    lineage = [row(0, 0, 0), row(0, 1, 1), row(0, 2, 2),
+               row(1, 0, 0), row(1, 1, 0), row(1, 2, 2),
+               row(2, 0, 0), row(2, 1, 1), row(2, 2, 1)]
+    assert [(r["member"], r["lr"]) for r in pbt_schedule(lineage, 2)] == [(0, 0), (1, 11), (2, 22)]
+    assert [r["member"] for r in pbt_schedule(lineage, 0)] == [0, 0, 0]  # never replaced: its own rows
+
 # --------------------------------------------------------------------------------------
 # a whole run, through the command line, and its resume
 # --------------------------------------------------------------------------------------
@@ -162,6 +177,55 @@ def test_a_pbt_run_writes_its_lineage_and_saves_each_members_values(whole):
     for k in (0, 5):  # a member's saved config holds the values it ran its last interval with
         cfg, state = ppo.load(whole / "whole", run=k)
         assert np.float32(cfg.lr) == np.float32(last[k]) and int(state.updates_done) == 6
+
+
+def test_the_summary_gives_the_final_population_and_the_best_members_schedule(whole):
+    out = whole / "whole"
+    summary = json.loads((out / "summary.json").read_text())
+    lineage = _rows(out / "pbt.csv")
+    members = summary["members"]
+    assert [m["run"] for m in members] == list(range(RUNS)) and summary["intervals"] == 3
+    for m in members:
+        rows = [r for r in lineage if int(r["run"]) == m["run"]]
+        cfg = ppo.load(out, run=m["run"])[0]  # the final values are the member's saved config
+        assert np.float32(m["final"]["lr"]) == np.float32(cfg.lr) == np.float32(rows[-1]["lr"])
+        assert np.float32(m["initial"]["lr"]) == np.float32(rows[0]["lr"])
+        assert m["copies"] == sum(r["copied_from"] != r["member"] for r in rows)
+        assert set(m["eval_return"]) == {"mean", "se"}
+    assert summary["eval_return"]["per_run"] == [m["eval_return"]["mean"] for m in members]
+    assert summary["eval_return"]["median"] == np.median(summary["eval_return"]["per_run"])
+    by_rank = sorted(members, key=lambda m: m["rank"])
+    assert [m["rank"] for m in by_rank] == list(range(1, RUNS + 1))
+    greedy = [m["eval_return"]["mean"] for m in by_rank]
+    assert greedy == sorted(greedy, reverse=True)
+    best = summary["best"]
+    assert best["rank"] == 1 and best["run"] == by_rank[0]["run"]
+    # the schedule: the lineage's rows of the members that held the best's weights, chained by copied_from
+    schedule = best["schedule"]
+    assert [r["interval"] for r in schedule] == [0, 1, 2] and schedule[-1]["run"] == best["run"]
+    for r in schedule:
+        (same,) = [x for x in lineage if (int(x["interval"]), int(x["seed"]), int(x["member"]))
+                   == (r["interval"], r["seed"], r["member"])]
+        assert {k: str(v) for k, v in r.items()} == {k: v for k, v in same.items()}
+    for before, after in zip(schedule, schedule[1:]):
+        assert after["copied_from"] == before["member"]
+    assert schedule[-1]["lr"] == best["final"]["lr"]
+    table = list(csv.DictReader(open(out / "summary.csv")))
+    assert [(int(t["run"]), int(t["rank"]), float(t["lr"])) for t in table] == [
+        (m["run"], m["rank"], m["final"]["lr"]) for m in members]
+    text = (out / "summary.md").read_text()
+    assert f"The best member: member {best['member']}, seed {best['seed']}" in text
+    for name in ("pbt_lr.png", "pbt_fitness.png", "pbt_lineage.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
+def test_eval_reads_every_member_of_a_pbt_folder(whole, capsys):
+    capsys.readouterr()
+    assert main(["eval", str(whole / "whole"), "--episodes", "2", "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [r["run"] for r in runs] == list(range(RUNS))
+    assert [r["seed"] for r in runs] == [k % SEEDS for k in range(RUNS)]
+    assert all(len(r["returns"]) == 2 and r["step"] == 6 for r in runs)
 
 
 def test_a_pbt_run_resumed_from_a_middle_checkpoint_is_the_same_run(whole, capsys):

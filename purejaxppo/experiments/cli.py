@@ -386,9 +386,14 @@ def _write_train_results(folder, base, spec, result, console) -> bool:
 
 
 def _write_sweep_results(folder, base, spec, result, console) -> bool:
-    rows, swept = report.sweep_summary(result), swept_keys(result)
-    finished = folder.write_sweep_results(result, rows, swept)
-    print(report.sweep_markdown(rows, swept, spec.threshold), flush=True)
+    if spec.pbt is not None:
+        summary = report.pbt_summary(result)
+        finished = folder.write_pbt_results(result, summary)
+        print(report.pbt_markdown(summary), flush=True)
+    else:
+        rows, swept = report.sweep_summary(result), swept_keys(result)
+        finished = folder.write_sweep_results(result, rows, swept)
+        print(report.sweep_markdown(rows, swept, spec.threshold), flush=True)
     steps = spec.seeds * sum(cfg.num_updates * cfg.batch_size for cfg in result.configs)
     console.print(f"{steps / result.run_seconds:,.0f} steps/s over all runs; "
                   f"diverged runs: {int(np.sum(result.diverged))}")

@@ -307,6 +307,11 @@ class RunFolder:
         summary.md (`_write_results`)."""
         return self._write_results(report.sweep_artefacts(result, rows, swept))
 
+    def write_pbt_results(self, result, summary: Mapping[str, Any]) -> bool:
+        """metrics.csv, pbt.csv (the lineage), summary.json / summary.csv (the final population),
+        the plots, summary.md (`_write_results`); `summary`: `report.pbt_summary`."""
+        return self._write_results(report.pbt_artefacts(result, summary))
+
     def _write_results(self, artefacts) -> bool:
         """Each result the folder does not hold yet (a resumed folder: only those missing),
         whole or not at all and apart from the others; a line per file that failed
