@@ -206,7 +206,7 @@ def test_the_summary_gives_the_final_population_and_the_best_members_schedule(wh
     for r in schedule:
         (same,) = [x for x in lineage if (int(x["interval"]), int(x["seed"]), int(x["member"]))
                    == (r["interval"], r["seed"], r["member"])]
-        assert {k: str(v) for k, v in r.items()} == {k: v for k, v in same.items()}
+        assert {k: "" if v is None else str(v) for k, v in r.items()} == same  # as pbt.csv writes it
     for before, after in zip(schedule, schedule[1:]):
         assert after["copied_from"] == before["member"]
     assert schedule[-1]["lr"] == best["final"]["lr"]
