@@ -81,7 +81,7 @@ def loop_table(hlo: str) -> list[dict]:
             if op == "while":
                 body = re.search(r"body=%?([\w.\-]+)", line).group(1)
                 sub = {"depth": depth + 1, "trips": trip_count(line), "fusions": 0, "ops": 0, "copies": 0,
-                       "order": len(loops)}
+                       "order": len(loops), "body": body}
                 loops.append(sub)
                 visit(body, depth + 1, sub)
                 continue
@@ -96,7 +96,7 @@ def loop_table(hlo: str) -> list[dict]:
                     if called in comps:
                         visit(called, depth, counts)
 
-    top = {"depth": 0, "trips": 1, "fusions": 0, "ops": 0, "copies": 0, "order": -1}
+    top = {"depth": 0, "trips": 1, "fusions": 0, "ops": 0, "copies": 0, "order": -1, "body": entry}
     visit(entry, 0, top)
     return [top] + loops
 
@@ -111,11 +111,15 @@ def name_loops(loops: list[dict], updates: int, num_steps: int, epochs: int, min
             lp["name"] = "program (outside every loop)"
         elif lp["depth"] == 1:
             lp["name"] = "updates" if lp["trips"] == updates else f"outside the updates: loop x{lp['trips']}"
-        elif lp["trips"] == num_steps and lp["depth"] == 2:
-            lp["name"] = "rollout step" if seen_steps == 0 else "GAE step"
+        elif lp["trips"] == 5:  # threefry's five rounds: random bits
+            lp["name"] = "random bits (threefry loops)"
+        elif lp["depth"] == 2 and lp["trips"] == num_steps and not seen_steps:
+            lp["name"] = "rollout step"
             seen_steps += 1
-        elif lp["trips"] == epochs and lp["depth"] == 2:
+        elif lp["depth"] == 2 and lp["trips"] == epochs:
             lp["name"] = "epoch"
+        elif lp["depth"] == 2:  # the reverse scan (PureJaxRL's is unrolled 16 steps a trip)
+            lp["name"] = "GAE step" if lp["trips"] == num_steps else f"GAE, {num_steps // lp['trips']} steps a trip"
         elif lp["trips"] == minibatches and lp["depth"] == 3:
             lp["name"] = "minibatch step"
         else:
@@ -182,6 +186,7 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--json")
     p.add_argument("--hlo", help="write the optimised HLO of the program here")
+    p.add_argument("--trace", default="/tmp/profile-update-trace", help="profiler folder (overwritten)")
     p.add_argument("--table", nargs="+", help="print the markdown tables of these --json results")
     a = p.parse_args(argv)
     if a.table:
@@ -216,6 +221,7 @@ def main(argv=None) -> int:
                             "rest": (t1 - b) * 1e3,
                             "rounds_4": [t * 1e3 for t in times[4]], "rounds_1": [t * 1e3 for t in times[1]]},
               "jax": jax.__version__}
+    result["traced_per_update"] = traced(compiled, keys, hlo, loops, a.updates, a.trace)
     if a.kind == "ours":
         result["pieces_ms"] = pieces(base, a.seeds, a.rounds)
     text = json.dumps(result, indent=1)
@@ -223,6 +229,44 @@ def main(argv=None) -> int:
         Path(a.json).write_text(text)
     print(text)
     return 0
+
+
+def traced(compiled, keys, hlo: str, loops: list[dict], updates: int, folder: str) -> dict:
+    """One execution under JAX's profiler: per loop, the thunks (kernels) XLA's CPU runtime ran
+    in its body per update (nested loops apart) and their time as traced (the tracer adds about
+    a microsecond to each, so read the times as relative)."""
+    import collections
+    import glob
+    import shutil
+
+    import jax
+    from jax.profiler import ProfileData
+
+    shutil.rmtree(folder, ignore_errors=True)
+    with jax.profiler.trace(folder):
+        jax.block_until_ready(compiled(keys))
+    data = ProfileData.from_file(glob.glob(f"{folder}/**/*.xplane.pb", recursive=True)[0])
+    owner = {}
+    for name, lines in computations(hlo).items():
+        for line in lines:
+            if opcode(line) not in ("while", "call", "conditional"):  # their time is their bodies'
+                owner[line.split(" = ")[0].lstrip("%").strip()] = name
+    count, ns = collections.Counter(), collections.Counter()
+    for plane in data.planes:
+        for line in plane.lines:
+            if "XLAEigen" in line.name:
+                for event in line.events:
+                    if event.name in owner:
+                        count[owner[event.name]] += 1
+                        ns[owner[event.name]] += event.duration_ns
+    out = collections.defaultdict(lambda: {"thunks": 0.0, "ms": 0.0})
+    for lp in loops:
+        if lp["name"].startswith(("outside", "program")):
+            continue
+        key = lp["name"]
+        out[key]["thunks"] += count[lp["body"]] / updates
+        out[key]["ms"] += ns[lp["body"]] / 1e6 / updates
+    return dict(out)
 
 
 def pieces(settings: dict, seeds: int, rounds: int) -> dict:
@@ -274,22 +318,23 @@ def pieces(settings: dict, seeds: int, rounds: int) -> dict:
 
 
 def tables(results: list[dict]) -> str:
-    names = ["program (outside every loop)", "updates", "rollout step", "GAE step", "epoch", "minibatch step"]
+    names = ["program (outside every loop)", "updates", "rollout step", "GAE step", "GAE, 16 steps a trip", "epoch",
+             "minibatch step"]
     head = "| loop (trips per update) | " + " | ".join(
         f"{r['kind']}: fusions / working ops / copies" for r in results) + " |"
     lines = [head, "|---|" + "---|" * len(results)]
-    for n in names:
-        cells = []
-        for r in results:
-            lp = [x for x in r["loops"] if x["name"] == n]
-            cells.append(", ".join(f"{x['fusions']} / {x['ops']} / {x['copies']}" for x in lp) or "—")
-        trips = next((x["trips"] for r in results for x in r["loops"] if x["name"] == n), "")
-        lines.append(f"| {n} (x{trips}) | " + " | ".join(cells) + " |")
-    others = sorted({x["name"] for r in results for x in r["loops"]} - set(names))
-    for n in others:
-        lines.append(f"| {n} | " + " | ".join(
-            ", ".join(f"{x['fusions']} / {x['ops']} / {x['copies']}" for x in r["loops"] if x["name"] == n) or "—"
-            for r in results) + " |")
+
+    def cell(r, n):
+        lp = [x for x in r["loops"] if x["name"] == n]
+        if not lp:
+            return "—"
+        total = "{} / {} / {}".format(*(sum(x[k] for x in lp) for k in ("fusions", "ops", "copies")))
+        return total if len(lp) == 1 else f"{len(lp)} loops: {total}"
+
+    for n in names + sorted({x["name"] for r in results for x in r["loops"]} - set(names)):
+        if any(x["name"] == n for r in results for x in r["loops"]):
+            trips = next(x["trips"] for r in results for x in r["loops"] if x["name"] == n)
+            lines.append(f"| {n} (x{trips}) | " + " | ".join(cell(r, n) for r in results) + " |")
     lines.append("| working ops per update (body x trips) | " + " | ".join(str(r["ops_per_update"]) for r in results)
                  + " |")
     lines.append("| fusions in the whole module | " + " | ".join(str(r["fusions_in_module"]) for r in results) + " |")
@@ -300,6 +345,16 @@ def tables(results: list[dict]) -> str:
                        ("rest", "a: rollout, GAE, diagnostics, bookkeeping")]:
         lines.append(f"| {label} | " + " | ".join(f"{r['update_ms'][key]:.3f}" for r in results) + " |")
     lines.append("| compile s (update_epochs 4) | " + " | ".join(f"{r['compile_s']:.1f}" for r in results) + " |")
+    phases = sorted({n for r in results for n in r.get("traced_per_update", {})})
+    lines += ["", "| per update, under the profiler | " + " | ".join(f"{r['kind']}: thunks / traced ms" for r in results)
+              + " |", "|---|" + "---|" * len(results)]
+    for n in phases:
+        lines.append(f"| {n} | " + " | ".join(
+            "{thunks:.0f} / {ms:.3f}".format(**r["traced_per_update"][n]) if n in r.get("traced_per_update", {})
+            else "—" for r in results) + " |")
+    lines.append("| all | " + " | ".join("{:.0f} / {:.3f}".format(
+        sum(v["thunks"] for v in r["traced_per_update"].values()), sum(v["ms"] for v in r["traced_per_update"].values()))
+        for r in results) + " |")
     for r in results:
         if "pieces_ms" in r:
             lines += ["", f"{r['kind']}, pieces alone (ms per update): " + "; ".join(
