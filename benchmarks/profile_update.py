@@ -12,8 +12,9 @@ Kernels: every loop (`while`) of the compiled `jax.jit(jax.vmap(train))`, named 
 count and nesting (updates > rollout / GAE / epochs > minibatches), with the instructions its
 body runs on each trip: fusions (one kernel each on a CPU), other ops that do work (dots,
 copies, sorts, ...; not parameters, tuples, bitcasts, constants), and copies among them.
-Time: T(epochs) = a + b * epochs per update, from runs at update_epochs 1 and 4 (interleaved,
-median of rounds): b is one epoch (shuffle + minibatch steps), a the rest (rollout, GAE,
+Time: T(epochs) = a + b * epochs per update, from runs at update_epochs 2 and 8 (interleaved,
+median of rounds; not 1: a scan of one trip compiles into another program): b is one epoch
+(shuffle + minibatch steps), a the rest (rollout, GAE,
 diagnostics, bookkeeping). `--pieces` (ours) also times the rollout and GAE alone.
 """
 
@@ -204,7 +205,7 @@ def main(argv=None) -> int:
                        SETTINGS["num_minibatches"])
     fusions_total = sum(1 for ops in computations(hlo).values() for line in ops if opcode(line) == "fusion")
 
-    programs = {e: compiled_program(a.kind, {**base, "update_epochs": e}, a.seeds)[:2] for e in (1, 4)}
+    programs = {e: compiled_program(a.kind, {**base, "update_epochs": e}, a.seeds)[:2] for e in (2, 4, 8)}
     for c, k in programs.values():  # warm-up
         jax.block_until_ready(c(k))
     times = {e: [] for e in programs}
@@ -213,13 +214,13 @@ def main(argv=None) -> int:
             start = time.perf_counter()
             jax.block_until_ready(c(k))
             times[e].append((time.perf_counter() - start) / a.updates)
-    t1, t4 = statistics.median(times[1]), statistics.median(times[4])
-    b = (t4 - t1) / 3
+    t2, t4, t8 = (statistics.median(times[e]) for e in (2, 4, 8))
+    b = (t8 - t2) / 6
     result = {"kind": a.kind, "seeds": a.seeds, "compile_s": compile_s, "fusions_in_module": fusions_total,
               "loops": loops, "ops_per_update": per_update(loops),
-              "update_ms": {"epochs_4": t4 * 1e3, "epochs_1": t1 * 1e3, "per_epoch": b * 1e3,
-                            "rest": (t1 - b) * 1e3,
-                            "rounds_4": [t * 1e3 for t in times[4]], "rounds_1": [t * 1e3 for t in times[1]]},
+              "update_ms": {"epochs_4": t4 * 1e3, "epochs_2": t2 * 1e3, "epochs_8": t8 * 1e3,
+                            "per_epoch": b * 1e3, "rest": (t2 - 2 * b) * 1e3,
+                            "rounds": {e: [t * 1e3 for t in ts] for e, ts in times.items()}},
               "jax": jax.__version__}
     result["traced_per_update"] = traced(compiled, keys, hlo, loops, a.updates, a.trace)
     if a.kind == "ours":
@@ -340,7 +341,8 @@ def tables(results: list[dict]) -> str:
     lines.append("| fusions in the whole module | " + " | ".join(str(r["fusions_in_module"]) for r in results) + " |")
     lines += ["", "| ms per update | " + " | ".join(r["kind"] for r in results) + " |",
               "|---|" + "---|" * len(results)]
-    for key, label in [("epochs_4", "one update at 4 epochs"), ("epochs_1", "one update at 1 epoch"),
+    for key, label in [("epochs_4", "one update at 4 epochs"), ("epochs_2", "one update at 2 epochs"),
+                       ("epochs_8", "one update at 8 epochs"),
                        ("per_epoch", "b: one epoch (shuffle + 4 minibatch steps)"),
                        ("rest", "a: rollout, GAE, diagnostics, bookkeeping")]:
         lines.append(f"| {label} | " + " | ".join(f"{r['update_ms'][key]:.3f}" for r in results) + " |")
