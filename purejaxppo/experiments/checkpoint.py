@@ -133,7 +133,7 @@ def quiet_late_callbacks() -> None:
     process ends: each prints 'RuntimeError: Event loop is closed' (as an unraisable exception,
     or through sys.excepthook), and asyncio logs each future whose exception nobody retrieved.
     They say no more than the one line that reports the failure: those, and only those, are
-    dropped from then on."""
+    dropped, from orbax's first use on (some fire while the failing call is still unwinding)."""
     if getattr(sys.unraisablehook, "drops_closed_loop", False):
         return
 
@@ -164,6 +164,7 @@ def _ocp():
 
     # orbax logs every save at INFO, a failed one (its threads' tracebacks) at ERROR: the caller says it in a line
     logging.getLogger("absl").setLevel(logging.CRITICAL)
+    quiet_late_callbacks()
     return ocp
 
 
@@ -227,7 +228,6 @@ class Checkpoints:
         try:
             meta = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
         except Exception as error:  # orbax raises many kinds; the user needs one line
-            quiet_late_callbacks()
             raise CheckpointError(f"{self.folder / str(step)}: unreadable checkpoint "
                                   f"({type(error).__name__}: {str(error).splitlines()[0][:200]})") from None
         return check_meta(meta, step, self.folder / str(step))
@@ -242,7 +242,6 @@ class Checkpoints:
             restored = self._manager.restore(step, args=ocp.args.Composite(
                 state=ocp.args.StandardRestore(abstract_states), history=ocp.args.StandardRestore()))
         except Exception as error:
-            quiet_late_callbacks()
             raise CheckpointError(f"{self.folder / str(step)}: unreadable or not matching this run's state "
                                   f"({type(error).__name__}: {str(error).splitlines()[0][:200]})") from None
         states = jax.tree.map(np.asarray, restored.state)

@@ -37,7 +37,7 @@ from purejaxppo.compiler import compiler_options
 from purejaxppo.config import ConfigError, PPOConfig, make_config
 from purejaxppo.errors import ResourceError
 from purejaxppo.experiments import compile_cache, report
-from purejaxppo.experiments.checkpoint import RUN_SETTINGS, CheckpointError, Checkpoints, quiet_late_callbacks
+from purejaxppo.experiments.checkpoint import RUN_SETTINGS, CheckpointError, Checkpoints
 from purejaxppo.experiments.faults import Failures, wait_ready
 from purejaxppo.experiments.parallel import free_memory_bytes
 from purejaxppo.train import Learner
@@ -103,7 +103,6 @@ class _Checkpoints(Checkpoints):
         self._run_folder = run_folder
 
     def save(self, step: int, states: dict, metrics: dict, meta: dict) -> None:
-        quiet_late_callbacks()
         try:
             super().save(step, states, metrics, meta)
         except Exception as error:  # noqa: BLE001 -- orbax raises many kinds (tensorstore: ValueError)
