@@ -7,7 +7,7 @@ they are imported the first time they are asked for, so importing the core
 import importlib
 
 from purejaxppo import distributions, envs, losses, networks
-from purejaxppo.compiler import compiler_options
+from purejaxppo.compiler import compiler_options, jit
 from purejaxppo.config import ConfigError, HParams, PPOConfig, check_config, load_config, make_config
 from purejaxppo.envs import make_env
 from purejaxppo.gae import gae
@@ -21,7 +21,7 @@ _LAZY = {"load": "purejaxppo.experiments.folder", "sweep": "purejaxppo.experimen
          "pbt": "purejaxppo.experiments.sweep", "SweepResult": "purejaxppo.experiments.sweep"}
 
 __all__ = ["ConfigError", "HParams", "check_config", "Learner", "LearnerState", "PPOConfig", "Policy", "SweepResult",
-           "TrainResult", "compiler_options", "distributions", "envs", "gae", "load", "load_config", "losses",
+           "TrainResult", "compiler_options", "distributions", "envs", "gae", "jit", "load", "load_config", "losses",
            "make_config", "make_env", "make_policy", "make_train", "networks", "pbt", "sweep"]
 
 

@@ -29,8 +29,11 @@ class Categorical:
         return cls(jnp.where(mask, logits, MASKED_LOGIT))
 
     def log_prob(self, action):
+        """log p(action), picked by a one-hot select (exact: one term, the rest 0), whose
+        gradient is elementwise too: a gather's is a scatter-add, a slow loop on a CPU."""
         logp = jax.nn.log_softmax(self.logits)
-        return jnp.take_along_axis(logp, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
+        picked = action[..., None] == jnp.arange(logp.shape[-1])
+        return jnp.sum(jnp.where(picked, logp, 0.0), axis=-1)
 
     def entropy(self):
         logp = jax.nn.log_softmax(self.logits)

@@ -54,7 +54,9 @@ def ppo_loss(log_prob, entropy, values, batch, hp):
     """The PPO objective on one minibatch, given the current policy's outputs on it.
 
     `batch` holds old_log_prob, old_value, advantage (raw GAE, normalised here, per
-    minibatch) and target. Returns (total_loss, diagnostics).
+    minibatch) and target. Returns (total_loss, terms): the loss terms, and per sample the
+    log-probability and whether the clip zeroed its gradient, from which `ratio_diagnostics`
+    summarises any number of minibatches at once.
     """
     advantages = normalize(batch["advantage"])
     objective, clipped = clipped_surrogate(log_prob, batch["old_log_prob"], advantages, hp.clip_eps)
@@ -62,17 +64,16 @@ def ppo_loss(log_prob, entropy, values, batch, hp):
     v_loss = value_loss(values, batch["old_value"], batch["target"], hp.vf_clip_eps)
     mean_entropy = jnp.mean(entropy)
     total = policy_loss + hp.vf_coef * v_loss - hp.ent_coef * mean_entropy
-    k1, k3 = kl_estimates(log_prob, batch["old_log_prob"])
-    ratio = jnp.exp(log_prob - batch["old_log_prob"])
-    diagnostics = {
-        "policy_loss": policy_loss,
-        "value_loss": v_loss,
-        "entropy": mean_entropy,
-        "total_loss": total,
-        "kl_k1": k1,
-        "kl_k3": k3,
-        "clip_fraction": jnp.mean(clipped),
-        "ratio_outside": jnp.mean(jnp.abs(ratio - 1.0) > hp.clip_eps),
-        "ratio_error": jnp.max(jnp.abs(ratio - 1.0)),
-    }
-    return total, diagnostics
+    terms = {"policy_loss": policy_loss, "value_loss": v_loss, "entropy": mean_entropy, "total_loss": total,
+             "log_prob": log_prob, "clipped": clipped}
+    return total, terms
+
+
+def ratio_diagnostics(log_prob, old_log_prob, clipped, clip_eps):
+    """Over samples of any shape (e.g. [minibatches, samples] of one epoch): the KL
+    estimates k1 and k3, the clip fraction (share of `clipped`, from clipped_surrogate) and
+    the share of ratios outside the band, |r - 1| > clip_eps."""
+    k1, k3 = kl_estimates(log_prob, old_log_prob)
+    ratio = jnp.exp(log_prob - old_log_prob)
+    return {"kl_k1": k1, "kl_k3": k3, "clip_fraction": jnp.mean(clipped),
+            "ratio_outside": jnp.mean(jnp.abs(ratio - 1.0) > clip_eps)}

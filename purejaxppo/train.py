@@ -44,7 +44,7 @@ from purejaxppo.errors import integer
 from purejaxppo.envs import check_env_config, make_env
 from purejaxppo.evaluate import evaluate
 from purejaxppo.gae import gae
-from purejaxppo.losses import explained_variance, ppo_loss
+from purejaxppo.losses import explained_variance, ppo_loss, ratio_diagnostics
 from purejaxppo.normalize import init_reward_scaler, scale_rewards
 from purejaxppo.rollout import rollout
 
@@ -258,15 +258,18 @@ class Learner:
                                                 minibatch["done"], _mask(minibatch))
                 return ppo_loss(dist.log_prob(minibatch["action"]), dist.entropy(), value, minibatch, hp)
 
-            (_, diagnostics), grads = jax.value_and_grad(loss, has_aux=True)(params)
+            (_, terms), grads = jax.value_and_grad(loss, has_aux=True)(params)
             steps, opt_state = make_optimizer(hp.max_grad_norm, lr).update(grads, opt_state, params)
             params = optax.apply_updates(params, steps)
-            return (params, opt_state), {**diagnostics, "grad_norm": optax.global_norm(grads)}
+            return (params, opt_state), {**terms, "grad_norm": optax.global_norm(grads)}
 
-        (params, opt_state), diagnostics = jax.lax.scan(sgd_step, (params, opt_state), minibatches)
-        # means over the epoch's minibatches; ratio_error: its first minibatch's
-        summary = {name: diagnostics[name][0] if name == "ratio_error" else jnp.mean(diagnostics[name])
-                   for name in EPOCH_SUMMARY}
+        (params, opt_state), terms = jax.lax.scan(sgd_step, (params, opt_state), minibatches)
+        # the epoch's summary, once, from what its steps computed: per sample, each minibatch's
+        # log-probabilities just before its step, and its clip marks; per step, the losses
+        old_log_prob = minibatches["old_log_prob"]
+        summary = ratio_diagnostics(terms["log_prob"], old_log_prob, terms["clipped"], hp.clip_eps)
+        summary.update({name: jnp.mean(terms[name]) for name in PER_UPDATE_MEANS})
+        summary["ratio_error"] = jnp.max(jnp.abs(jnp.exp(terms["log_prob"][0] - old_log_prob[0]) - 1.0))
         return params, opt_state, summary
 
     def _clip_cases(self, params, agent_state, batch, clip_eps):

@@ -92,6 +92,24 @@ def test_vmapped_runs_in_chunks_equal_one_piece_bit_for_bit():
                                 whole)
 
 
+def _conds(fn, *args) -> int:
+    """How many lax.cond the traced program has (nested jaxprs included)."""
+    return str(jax.make_jaxpr(fn)(*args)).count("cond[")
+
+
+def test_the_config_s_own_hyperparameters_trace_without_the_epoch_mask():
+    """train(key) inside jit knows its hyperparameters while tracing (HParams.from_config gives
+    concrete values, not tracers), so it compiles no epoch mask: one lax.cond fewer than the same
+    values handed in as traced arguments; with a KL target the mask stays."""
+    cfg = ppo.make_config(TINY)
+    train = ppo.make_train(cfg)
+    key = jax.random.PRNGKey(0)
+    traced = jax.tree.map(jnp.asarray, ppo.HParams.from_config(cfg))
+    assert _conds(train, key) == _conds(lambda k, hp: train(k, hp), key, traced) - 1
+    with_kl = ppo.make_train(ppo.make_config({**TINY, "target_kl": 0.01}))
+    assert _conds(with_kl, key) == _conds(train, key) + 1
+
+
 @pytest.mark.slow
 def test_the_unmasked_epochs_of_known_hyperparameters_equal_the_masked_path_bit_for_bit():
     """With the config's own hyperparameters (known while tracing), update_epochs = the scanned

@@ -165,3 +165,17 @@ def test_rollout_resets_batched_or_in_the_loop_give_the_same_trajectory():
     per_rollout = np.asarray(outs["per_rollout"][3].obs)
     np.testing.assert_array_equal(per_rollout[5], per_rollout[10])
     assert not np.array_equal(per_rollout[5], first_episode[0])
+
+
+def test_ppo_jit_compiles_with_the_package_compiler_options(monkeypatch):
+    """`ppo.jit(f)` is jax.jit with `compiler_options()` (the CLI's): an option XLA does not
+    know, put there, fails its compile; options given to it are added; it computes f."""
+    import purejaxppo.compiler
+
+    x = jnp.arange(3.0)
+    assert np.array_equal(ppo.jit(lambda v: v * 2)(x), x * 2)
+    with pytest.raises(Exception, match="xla_given_here"):
+        ppo.jit(lambda v: v * 3, compiler_options={"xla_given_here": 1})(x)
+    monkeypatch.setattr(purejaxppo.compiler, "compiler_options", lambda platform=None: {"xla_no_such": 1})
+    with pytest.raises(Exception, match="xla_no_such"):
+        ppo.jit(lambda v: v * 4)(x)

@@ -31,9 +31,11 @@ class HParams:
 
     @classmethod
     def from_config(cls, cfg: PPOConfig) -> "HParams":
+        """The config's values, as numpy scalars: known while tracing (inside `jax.jit` a
+        jnp array would be a tracer), so the learner leaves out what they switch off."""
         def value(name):
             x = getattr(cfg, name)
-            return jnp.asarray(math.inf if x is None else x, _HPARAM_DTYPES[FIELDS[name].type])
+            return np.asarray(math.inf if x is None else x, _HPARAM_DTYPES[FIELDS[name].type])
 
         return cls(**{name: value(name) for name in HPARAM_FIELDS})
 
