@@ -44,7 +44,7 @@ from purejaxppo.config import ConfigError, check_fields, config_values, parse_ov
 from purejaxppo.errors import NO_VALUE, ResourceError, UsageError, integer
 from purejaxppo.experiments.folder import FINISHED, RunFolder, write_new
 from purejaxppo.experiments.live import LiveLog, check_wandb
-from purejaxppo.experiments.parallel import init_distributed_from_env, is_writer, use_all_cpu_cores
+from purejaxppo.experiments.parallel import agree, init_distributed, is_writer, joined_line, use_all_cpu_cores
 from purejaxppo.experiments.paths import check_path
 from purejaxppo.experiments.stats import mean_se
 from purejaxppo.experiments.sweep import (check_seeds, load_sweep, make_spec, parse_grid_option, plan, run_plan,
@@ -102,6 +102,9 @@ def _add_run_options(parser: argparse.ArgumentParser, runs: str, folder: str) ->
 
 
 def _add_cache_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-cluster", action="store_true",
+                        help="run as one process even where JAX detects a cluster (SLURM, Open MPI, a TPU pod); "
+                             "also $PUREJAXPPO_CLUSTER=off (see docs/several-hosts.md)")
     parser.add_argument("--no-cache", action="store_true",
                         help="compile everything afresh (default: reuse compiled programs from the persistent "
                              f"cache in {compile_cache.default_folder()}; $PUREJAXPPO_CACHE_DIR moves it)")
@@ -467,15 +470,33 @@ def _histogram(values, bins: int = 10, width: int = 40) -> str:
                      for i, c in enumerate(counts))
 
 
+def _request_text(args, argv) -> str:
+    """What every process of a job must share: the command line, the config or spec file it
+    names (as read here: a host may hold another copy) and the versions."""
+    parts = [__version__, jax.__version__, *argv]
+    given = getattr(args, "config", None) or getattr(args, "spec", None)
+    try:
+        path = _source(given, "config")
+        if path is not None and Path(path).is_file():
+            parts.append(Path(path).read_text(errors="replace"))
+    except (UsageError, OSError) as error:  # each process says so itself, after this comparison
+        parts.append(str(error))
+    return "\0".join(parts)
+
+
 def main(argv=None) -> int:
 
     use_all_cpu_cores()  # seeds spread over the cores; before JAX starts its backend
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
-    # several processes: each computes its shard, process 0 writes; JAX's preemption notifier then keeps SIGTERM
-    distributed = init_distributed_from_env()
     try:
+        # several processes: each computes its shard, process 0 writes; JAX's preemption notifier then keeps SIGTERM
+        joined = init_distributed(detect=not args.no_cluster) if args.command != "configs" else None
+        distributed = joined is not None
         with stop_signals([s for s in STOP_SIGNALS if not (distributed and s == signal.SIGTERM)]):
+            if distributed:
+                print(joined_line(joined), flush=True)
+                agree("the command", _request_text(args, argv))
             if not getattr(args, "no_cache", True):
                 try:
                     compile_cache.enable()  # before anything compiles

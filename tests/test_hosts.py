@@ -1,0 +1,146 @@
+"""Several processes joined on 127.0.0.1 (gloo): starting, and what is refused before compiling (issue 29)."""
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+TINY = ["train", "cartpole", "--seeds", "2", "--set", "total_timesteps=512", "--set", "num_envs=4",
+        "--set", "num_steps=16", "--eval-episodes", "2", "--no-cache"]
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_", "SLURM_", "OMPI_", "PUREJAXPPO_"))}
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
+    return {**env, **extra}
+
+
+def _free_port(low=1024, high=65535) -> int:
+    for port in range(low, high + 1):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port")
+
+
+def start(args_per_process, envs, timeout=300):
+    """Start one process per (args, env), -> [(exit code, stdout + stderr)]; all killed at `timeout`."""
+    procs = [subprocess.Popen([sys.executable, "-m", "purejaxppo.experiments.cli", *args], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for args, env in zip(args_per_process, envs)]
+    try:
+        outputs = [p.communicate(timeout=timeout)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return [(p.returncode, out) for p, out in zip(procs, outputs)]
+
+
+def explicit(count, port):
+    return [_env(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES=str(count), JAX_PROCESS_ID=str(i))
+            for i in range(count)]
+
+
+def errors(output):
+    return [line for line in output.splitlines() if line.startswith("purejaxppo: error:")]
+
+
+@pytest.mark.parametrize("variables, says", [
+    ({"JAX_COORDINATOR_ADDRESS": "no-port-here", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"},
+     "JAX_COORDINATOR_ADDRESS='no-port-here': must be host:port"),
+    ({"JAX_COORDINATOR_ADDRESS": "127.0.0.1:99999", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"},
+     "JAX_COORDINATOR_ADDRESS='127.0.0.1:99999': must be host:port"),
+    ({"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1234", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "2"},
+     "JAX_PROCESS_ID=2: must be below JAX_NUM_PROCESSES=2"),
+    ({"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1234", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "-1"},
+     "JAX_PROCESS_ID='-1': must be an integer of at least 0"),
+    ({"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1234", "JAX_NUM_PROCESSES": "2"},
+     "JAX_PROCESS_ID: must be set with JAX_COORDINATOR_ADDRESS"),
+    ({"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1234", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0",
+      "PUREJAXPPO_HEARTBEAT_SECONDS": "soon"}, "PUREJAXPPO_HEARTBEAT_SECONDS='soon': must be an integer of at least 1"),
+])
+@pytest.mark.timeout(120)
+def test_bad_process_variables_are_one_line_and_exit_2_with_no_folder(tmp_path, variables, says):
+    [(code, output)] = start([[*TINY, "--out", str(tmp_path / "run")]], [_env(**variables)], timeout=100)
+    assert code == 2, output
+    assert len(errors(output)) == 1 and says in errors(output)[0], output
+    assert "Traceback" not in output
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_single_process_or_a_one_task_slurm_job_joins_nothing(monkeypatch):
+    from purejaxppo.experiments import parallel
+
+    for name in [n for n in os.environ if n.startswith(("JAX_", "SLURM_", "OMPI_"))]:
+        monkeypatch.delenv(name)
+    assert parallel.init_distributed() is None
+    slurm = {"SLURM_JOB_ID": "7", "SLURM_STEP_NODELIST": "localhost", "SLURM_NTASKS": "1", "SLURM_PROCID": "0",
+             "SLURM_LOCALID": "0"}
+    for name, value in slurm.items():
+        monkeypatch.setenv(name, value)
+    assert parallel.detected_cluster() is None and parallel.init_distributed() is None  # one task: never waits
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    assert parallel.detected_cluster() == "slurm"
+    assert parallel.init_distributed(detect=False) is None  # --no-cluster
+    monkeypatch.setenv("PUREJAXPPO_CLUSTER", "off")
+    assert parallel.init_distributed() is None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_faked_slurm_job_joins_without_jax_variables(tmp_path):
+    """srun's variables alone: JAX's detection finds the job; process 0 says so, and writes."""
+    port = _free_port(65535 - 2**12 + 1)  # SLURM's coordinator port: SLURM_JOB_ID % 4096 + 61440
+    job = str(port - (65535 - 2**12 + 1) + 4096 * 3)
+    envs = [_env(SLURM_JOB_ID=job, SLURM_STEP_NODELIST="localhost", SLURM_NTASKS="2", SLURM_PROCID=str(i),
+                 SLURM_LOCALID=str(i)) for i in range(2)]
+    out = ["--out", str(tmp_path / "run")]
+    results = start([TINY + out] * 2, envs)
+    assert [code for code, _ in results] == [0, 0], results
+    for i, (_, output) in enumerate(results):
+        assert f"purejaxppo: process {i} of 2 joined (via slurm); 2 device(s) in all, 1 here; " \
+               "process 0 writes the folder" in output.splitlines()[0], output
+    assert (tmp_path / "run" / "summary.json").exists() or (tmp_path / "run" / "summary.csv").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_processes_started_with_different_commands_stop_before_compiling(tmp_path):
+    out = ["--out", str(tmp_path / "run")]
+    results = start([TINY + out, TINY + ["--set", "lr=1e-3"] + out], explicit(2, _free_port(20000)))
+    for code, output in results:
+        assert code == 2, results
+        assert errors(output) == ["purejaxppo: error: the command: process(es) 1 differ from process 0 (compared by "
+                                  "a hash before compiling): start every process with the same command, config "
+                                  "files and versions"], output
+        assert "compil" not in output.split("error:")[0].lower() and "Traceback" not in output
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_config_file_that_differs_between_hosts_is_refused(tmp_path):
+    """The same command, but each host's copy of the config file differs: refused alike."""
+    out = ["--out", str(tmp_path / "run")]
+    config = "configs/cartpole.yaml"
+    text = open(config).read()
+    copies = []
+    for i, lr in enumerate(["3e-4", "1e-3"]):
+        folder = tmp_path / f"host{i}"
+        folder.mkdir()
+        (folder / "cartpole.yaml").write_text(text.replace("lr: 2.5e-4", f"lr: {lr}"))
+        copies.append(folder)
+    args = ["train", "cartpole.yaml", *TINY[2:], *out]
+    procs = [subprocess.Popen([sys.executable, "-m", "purejaxppo.experiments.cli", *args], env=env, cwd=folder,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for env, folder in zip(explicit(2, _free_port(21000)), copies)]
+    outputs = [p.communicate(timeout=250)[0] for p in procs]
+    assert [p.returncode for p in procs] == [2, 2], outputs
+    assert all("process(es) 1 differ from process 0" in output for output in outputs), outputs
+    assert not (tmp_path / "run").exists()
