@@ -144,3 +144,57 @@ def test_a_config_file_that_differs_between_hosts_is_refused(tmp_path):
     assert [p.returncode for p in procs] == [2, 2], outputs
     assert all("process(es) 1 differ from process 0" in output for output in outputs), outputs
     assert not (tmp_path / "run").exists()
+
+
+LONG = ["train", "cartpole", "--seeds", "4", "--set", "total_timesteps=25600", "--set", "num_envs=4",
+        "--set", "num_steps=16", "--checkpoint-every", "20", "--eval-episodes", "2", "--no-cache"]
+
+
+def _complete_checkpoints(folder):
+    checkpoints = folder / "checkpoints"
+    return sorted(int(p.name) for p in checkpoints.iterdir() if p.name.isdigit()) if checkpoints.is_dir() else []
+
+
+def start_and_signal(args, envs, folder, signum, to, timeout=300):
+    """Start the processes; once the first checkpoint is complete, send `signum` to process `to`
+    -> [(exit code, output)], the seconds from the signal to the last exit."""
+    import signal as signals
+    import time
+
+    procs = [subprocess.Popen([sys.executable, "-m", "purejaxppo.experiments.cli", *args], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for env in envs]
+    try:
+        deadline = time.monotonic() + timeout
+        while not _complete_checkpoints(folder) and time.monotonic() < deadline and procs[0].poll() is None:
+            time.sleep(0.1)
+        assert _complete_checkpoints(folder), "no checkpoint before the deadline"
+        sent = time.monotonic()
+        procs[to].send_signal(signum if signum != "KILL" else signals.SIGKILL)
+        outputs = [p.communicate(timeout=timeout)[0] for p in procs]
+        return [(p.returncode, out) for p, out in zip(procs, outputs)], time.monotonic() - sent
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("signum, code, to", [("SIGTERM", 143, 1), ("SIGINT", 130, 0)])
+def test_a_stop_signal_to_one_process_stops_all_at_the_next_chunk_with_one_checkpoint(tmp_path, signum, code, to):
+    import signal as signals
+
+    folder = tmp_path / "run"
+    results, seconds = start_and_signal(LONG + ["--out", str(folder)], explicit(2, _free_port(22000 + 50 * to)),
+                                        folder, getattr(signals, signum), to)
+    assert [c for c, _ in results] == [code, code], results
+    newest = _complete_checkpoints(folder)[-1]
+    assert newest < 400, "stopped only at the end"
+    writer, other = results[0][1], results[1][1]
+    assert [line for line in writer.splitlines() if line.startswith("purejaxppo: stopped")] == [
+        f"purejaxppo: stopped by {signum} (sent to process {to}): the newest complete checkpoint is at update "
+        f"{newest}; resume with: purejaxppo train --resume {folder}"], writer
+    assert f"purejaxppo: stopped by {signum} (sent to process {to}): process 1: process 0 keeps the checkpoints" \
+        in other, other
+    assert "Traceback" not in writer + other
+    assert not (folder / "metrics.csv").exists()  # the run did not finish

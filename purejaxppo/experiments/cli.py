@@ -26,7 +26,6 @@ import contextlib
 import difflib
 import os
 import shlex
-import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -39,7 +38,7 @@ from rich.table import Table
 
 from purejaxppo import __version__, configs
 from purejaxppo.experiments import compile_cache, replay, report
-from purejaxppo.experiments.faults import STOP_SIGNALS, Stopped, stop_signals
+from purejaxppo.experiments.faults import STOP_SIGNALS, Stopped, coordinate, stop_signals
 from purejaxppo.config import ConfigError, check_fields, config_values, parse_override, read_yaml, text_table
 from purejaxppo.errors import NO_VALUE, ResourceError, UsageError, integer
 from purejaxppo.experiments.folder import FINISHED, RunFolder, write_new
@@ -490,11 +489,11 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
     try:
-        # several processes: each computes its shard, process 0 writes; JAX's preemption notifier then keeps SIGTERM
+        # several processes: each computes its shard, process 0 writes; a stop is agreed on (faults.coordinate)
         joined = init_distributed(detect=not args.no_cluster) if args.command != "configs" else None
-        distributed = joined is not None
-        with stop_signals([s for s in STOP_SIGNALS if not (distributed and s == signal.SIGTERM)]):
-            if distributed:
+        coordinate(joined is not None)
+        with stop_signals(STOP_SIGNALS):  # SIGTERM's handler replaces that of JAX's preemption notifier
+            if joined is not None:
                 print(joined_line(joined), flush=True)
                 agree("the command", _request_text(args, argv))
             if not getattr(args, "no_cache", True):
@@ -512,7 +511,8 @@ def main(argv=None) -> int:
     except Stopped as stop:
         outcome = stop.outcome or (f"the evaluation did not finish ({args.folder} is unchanged)"
                                    if args.command == "eval" else "before the run started: nothing was written")
-        print(f"purejaxppo: stopped by {stop.name}: {outcome}", file=sys.stderr, flush=True)
+        sent = f" (sent to process {stop.process})" if stop.process is not None else ""
+        print(f"purejaxppo: stopped by {stop.name}{sent}: {outcome}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(stop.exit_code)  # at once: a program in flight is dropped, the checkpoints stay as they are
 

@@ -34,7 +34,7 @@ import jax
 import numpy as np
 
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
-from purejaxppo.experiments.faults import deferred, stop_signals, wait_ready
+from purejaxppo.experiments.faults import agreed_stop, deferred, stop_signals, wait_ready
 from purejaxppo.config import HParams, PPOConfig
 from purejaxppo.envs import Env
 from purejaxppo.errors import ResourceError
@@ -152,6 +152,8 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     first. A Ctrl-C while a chunk computes stops within ~50 ms (`faults.Stopped`, a
     KeyboardInterrupt; the command line's SIGTERM and SIGHUP too): the chunk is dropped,
     the newest checkpoint stays as it was; one during a checkpoint's save stops right after it.
+    Several processes (`faults.coordinate`): a stop any of them received is agreed on after
+    each chunk; then they save a checkpoint of that chunk together, and all stop.
     `on_group(g, runs)` is called before group g compiles.
 
     `between` (PBT's `pbt.Population`) runs after each chunk: `between(sets, states, metrics
@@ -208,10 +210,13 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
                             group.progress(group.updates_done, ret)
                 timings.run_seconds += time.perf_counter() - start
                 chunks_done = group.updates_done // group.chunk
-                if checkpoints is not None and (chunk_updates and chunks_done % checkpoint_chunks == 0
+                stop = agreed_stop()  # several processes: a stop one received, all at this boundary
+                if checkpoints is not None and (stop is not None or chunk_updates and chunks_done % checkpoint_chunks == 0
                                                 or group.updates_done == group.num_updates):
                     with deferred():  # a stop signal during the save is raised after it
                         save()
+                if stop is not None:
+                    raise stop
                 start = time.perf_counter()
             evaluation = [{} for _ in group.sets]
             if group.evaluate is not None:
