@@ -198,3 +198,41 @@ def test_a_stop_signal_to_one_process_stops_all_at_the_next_chunk_with_one_check
         in other, other
     assert "Traceback" not in writer + other
     assert not (folder / "metrics.csv").exists()  # the run did not finish
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_killed_process_leaves_the_writer_to_exit_at_once_with_one_line(tmp_path):
+    """SIGKILL of process 1 (as OOM or a node failure): process 0 sees its collective fail,
+    says which process was lost and how to resume, and exits 1 well within the heartbeat
+    timeout; no traceback reaches the terminal (it goes to lost-process.log)."""
+    folder = tmp_path / "run"
+    envs = [{**env, "PUREJAXPPO_HEARTBEAT_SECONDS": "20"} for env in explicit(2, _free_port(23000))]
+    results, seconds = start_and_signal(LONG + ["--out", str(folder)], envs, folder, "KILL", 1)
+    code, output = results[0]
+    assert results[1][0] == -9 and code == 1, results
+    assert seconds < 20, seconds  # the failed collective, not the heartbeat timeout
+    lines = [line for line in output.splitlines() if line.startswith("purejaxppo: error")]
+    newest = _complete_checkpoints(folder)[-1]
+    assert len(lines) == 1 and lines[0].startswith("purejaxppo: error: process 1 was lost ("), output
+    assert lines[0].endswith(f"): the newest complete checkpoint, untouched, is at update {newest}; resume with: "
+                             f"purejaxppo train --resume {folder} (details: {folder / 'lost-process.log'})"), output
+    assert "Traceback" not in output and "@     0x" not in output, output
+    assert "Traceback" in (folder / "lost-process.log").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_when_process_0_is_killed_the_others_exit_within_the_heartbeat_timeout(tmp_path):
+    """Process 0 holds JAX's coordination service: when it goes, the others exit within the
+    heartbeat timeout, nonzero. (Which comes first on them is a race: the failed collective,
+    and purejaxppo's one line, or JAX's own fatal error with its C++ trace; see docs.)"""
+    folder = tmp_path / "run"
+    envs = [{**env, "PUREJAXPPO_HEARTBEAT_SECONDS": "20"} for env in explicit(2, _free_port(23100))]
+    results, seconds = start_and_signal(LONG + ["--out", str(folder)], envs, folder, "KILL", 0)
+    code, output = results[1]
+    assert results[0][0] == -9 and code not in (0, None), results
+    assert seconds < 20 + 15, seconds
+    if code == 1:
+        assert "purejaxppo: error: process 0 was lost (" in output and "Traceback" not in output, output
+    assert _complete_checkpoints(folder)  # the newest complete checkpoint is still there

@@ -28,6 +28,7 @@ import os
 import shlex
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 import jax
@@ -38,7 +39,7 @@ from rich.table import Table
 
 from purejaxppo import __version__, configs
 from purejaxppo.experiments import compile_cache, replay, report
-from purejaxppo.experiments.faults import STOP_SIGNALS, Stopped, coordinate, stop_signals
+from purejaxppo.experiments.faults import STOP_SIGNALS, LostProcess, Stopped, coordinate, lost_process, stop_signals
 from purejaxppo.config import ConfigError, check_fields, config_values, parse_override, read_yaml, text_table
 from purejaxppo.errors import NO_VALUE, ResourceError, UsageError, integer
 from purejaxppo.experiments.folder import FINISHED, RunFolder, write_new
@@ -287,6 +288,12 @@ def run_command(args) -> int:
     except Stopped as stop:
         stop.outcome = _stopped(args, folder if writer else None)
         raise
+    except Exception as error:
+        lost = lost_process(error)
+        if lost is None:
+            raise
+        lost.outcome = _lost(args, folder if writer else None, lost)
+        raise lost from None
     finally:
         if folder is not None:
             folder.unlock()
@@ -304,6 +311,22 @@ def _stopped(args, folder) -> str:
     if newest is None:
         return "before the first checkpoint: nothing to resume (--checkpoint-every K saves every K updates)"
     return f"the newest complete checkpoint is at update {newest}; resume with: {_resume_command(args, folder)}"
+
+
+def _lost(args, folder, lost) -> str:
+    """What a lost process left (the detail, with its traceback, in the folder's lost-process.log)."""
+    if folder is None:
+        where = args.resume or args.out
+        return (f"process {jax.process_index()}: the checkpoints are process 0's"
+                + (f", in {where}; resume with: {_resume_command(args, where)}" if where else ""))
+    log = folder.path / "lost-process.log"
+    try:
+        log.write_text(f"{lost.who} was lost; this process (0) saw:\n{traceback.format_exc()}")
+        details = f" (details: {log})"
+    except OSError:
+        details = ""
+    return _stopped(args, folder).replace("the newest complete checkpoint", "the newest complete checkpoint, "
+                                          "untouched,", 1) + details
 
 
 def _run(args, meta, planned, folder, resuming) -> int:
@@ -515,6 +538,10 @@ def main(argv=None) -> int:
         print(f"purejaxppo: stopped by {stop.name}{sent}: {outcome}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(stop.exit_code)  # at once: a program in flight is dropped, the checkpoints stay as they are
+    except LostProcess as lost:
+        print(f"purejaxppo: error: {lost.who} was lost ({lost.detail}): {lost.outcome}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(1)  # at once: JAX's shutdown barrier would wait for the lost process, then abort
 
 
 if __name__ == "__main__":

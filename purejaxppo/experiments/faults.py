@@ -146,6 +146,36 @@ def wait_ready(outs):
     return jax.tree.map(np.asarray, outs)
 
 
+class LostProcess(Exception):
+    """Several processes: a collective failed, so another process is gone (killed, out of
+    memory, its node down). `process`: the lost one where it can be told (of two processes,
+    the other), else None; `detail`: the error's first line; `outcome` as `Stopped`'s."""
+
+    def __init__(self, process: int | None, detail: str):
+        super().__init__(detail)
+        self.process, self.detail = process, detail
+        self.outcome: str | None = None
+
+    @property
+    def who(self) -> str:
+        return f"process {self.process}" if self.process is not None else "another process"
+
+
+# what a collective whose peer went away raises (JaxRuntimeError, or a ValueError from the dispatch)
+_PEER_GONE = re.compile(r"Gloo|NCCL|heartbeat|Connection (reset|closed|refused)|DEADLINE_EXCEEDED|UNAVAILABLE")
+
+
+def lost_process(error: BaseException) -> LostProcess | None:
+    """`error` as a LostProcess, where in a job of several processes it is JAX's runtime
+    error or names a collective or connection that failed; else None (a bug: not this)."""
+    runtime = getattr(jax.errors, "JaxRuntimeError", ())
+    if jax.process_count() < 2 or not (isinstance(error, runtime) or _PEER_GONE.search(str(error))):
+        return None
+    others = [i for i in range(jax.process_count()) if i != jax.process_index()]
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return LostProcess(others[0] if len(others) == 1 else None, text[:200])
+
+
 # --------------------------------------------------------------------------------------
 # failed writes
 # --------------------------------------------------------------------------------------
