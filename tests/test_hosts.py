@@ -236,3 +236,45 @@ def test_when_process_0_is_killed_the_others_exit_within_the_heartbeat_timeout(t
     if code == 1:
         assert "purejaxppo: error: process 0 was lost (" in output and "Traceback" not in output, output
     assert _complete_checkpoints(folder)  # the newest complete checkpoint is still there
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_2_process_resume_after_sigterm_is_bit_identical_and_1_process_resumes_it_within_rounding(tmp_path):
+    import shutil
+    import signal as signals
+
+    import chex
+    import numpy as np
+    import purejaxppo as ppo
+
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    results = start([LONG + ["--out", str(whole)]] * 2, explicit(2, _free_port(24000)), timeout=400)
+    assert [c for c, _ in results] == [0, 0], results
+    results, _ = start_and_signal(LONG + ["--out", str(cut)], explicit(2, _free_port(24100)), cut, signals.SIGTERM, 1)
+    assert [c for c, _ in results] == [143, 143], results
+    stopped_at = _complete_checkpoints(cut)[-1]
+    assert stopped_at < 400
+    alone = tmp_path / "alone"
+    shutil.copytree(cut, alone)
+
+    resume = ["train", "--resume", str(cut)]
+    results = start([resume] * 2, explicit(2, _free_port(24200)), timeout=400)
+    assert [c for c, _ in results] == [0, 0], results
+    assert f"resuming {cut}" in results[0][1].replace("\n", "")
+    assert (cut / "metrics.csv").read_text() == (whole / "metrics.csv").read_text()  # bit for bit
+    for run in range(4):
+        chex.assert_trees_all_equal(ppo.load(cut, run=run)[1], ppo.load(whole, run=run)[1])
+
+    [(code, output)] = start([["train", "--resume", str(alone)]], [_env()], timeout=400)  # one process
+    assert code == 0, output
+    for run in range(4):
+        for a, b in zip(*(jax_leaves(ppo.load(folder, run=run)[1].params) for folder in (alone, whole))):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def jax_leaves(tree):
+    import jax
+    import numpy as np
+
+    return [np.asarray(x) for x in jax.tree.leaves(tree)]

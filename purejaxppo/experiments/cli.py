@@ -276,15 +276,15 @@ def run_command(args) -> int:
     if args.wandb:
         check_wandb()
 
-    writer = is_writer()  # several processes: each computes its shard, process 0 writes
-    if resuming and jax.process_count() > 1:
-        raise ConfigError("--resume", args.resume, "resuming is not supported with several processes yet")
-    if resuming:
+    writer = is_writer()  # several processes: each computes its shard, process 0 writes, all read a resume
+    # (the folder on a filesystem every host shares: each reads the newest checkpoint itself)
+    reader = folder.checkpoints(create=False) if resuming and not writer else None
+    if resuming and writer:
         folder.lock("--resume")
     elif writer:
         folder = RunFolder.claim(args.out, args.command, planned.base.env)  # and locked
     try:
-        return _run(args, meta, planned, folder if writer else None, resuming)
+        return _run(args, meta, planned, folder if writer else None, resuming, reader)
     except Stopped as stop:
         stop.outcome = _stopped(args, folder if writer else None)
         raise
@@ -329,9 +329,9 @@ def _lost(args, folder, lost) -> str:
                                           "untouched,", 1) + details
 
 
-def _run(args, meta, planned, folder, resuming) -> int:
+def _run(args, meta, planned, folder, resuming, reader=None) -> int:
     """Run the plan, and write the results; `folder`: the run folder, locked (None: a process that
-    does not write)."""
+    does not write; `reader`: the checkpoints it resumes from)."""
     base, spec, groups = planned.base, planned.spec, planned.groups
     writer = folder is not None
     if writer and not folder.config_file.exists():  # a new folder's, or a resumed one's that was deleted
@@ -350,7 +350,7 @@ def _run(args, meta, planned, folder, resuming) -> int:
         console.print(f"[bold]{base.env}[/]: {what} = {planned.runs} run{'s' if planned.runs != 1 else ''}, "
                       f"{len(groups)} compile(s) of {groups[0].config.num_updates} updates x "
                       f"{groups[0].config.batch_size} steps, on {len(jax.devices())} device(s)"
-                      + (f"; resuming {folder}" if resuming else ""))
+                      + (f"; resuming {folder or args.resume}" if resuming else ""))
 
         def show(record):
             text = f"group {record['group'] + 1}/{len(groups)} " if len(groups) > 1 else ""
@@ -372,7 +372,7 @@ def _run(args, meta, planned, folder, resuming) -> int:
         try:
             result = run_plan(planned, first_seed=meta["first_seed"], max_parallel=meta["max_parallel"],
                               on_group=on_group, checkpoints=checkpoints, checkpoint_every=meta["checkpoint_every"],
-                              resume=resuming, meta=meta, progress=live)
+                              resume=resuming, meta=meta, progress=live, restore_from=reader)
         finally:
             live.close()
     if not writer:

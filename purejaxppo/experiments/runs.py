@@ -140,7 +140,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
             max_parallel: int | None = None, progress=None, checkpoints: Checkpoints | None = None,
             meta: dict | None = None, resume: bool = False, checkpoint_chunks: int = 1,
             on_group: Callable[[int, int], None] | None = None,
-            between=None) -> tuple[dict[str, TrainResult], Timings]:
+            between=None, restore_from: Checkpoints | None = None) -> tuple[dict[str, TrainResult], Timings]:
     """Run every group to the end -> ({run set name: its runs' TrainResult}, Timings): the final
     states, the metrics ([n, num_updates, ...]) and the final policies' evaluation ([n, episodes];
     {} without evaluation), each with the set's leading run axis and numpy leaves.
@@ -149,7 +149,8 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     a checkpoint (every run set started so far: state and metrics; `meta` with the updates
     done added) is saved after every `checkpoint_chunks` chunks of `chunk_updates` and at
     the end, or without it after each group; with `resume`, the newest one is restored
-    first. A Ctrl-C while a chunk computes stops within ~50 ms (`faults.Stopped`, a
+    first (from `restore_from` where given: several processes, of which only one writes,
+    all read the newest checkpoint). A Ctrl-C while a chunk computes stops within ~50 ms (`faults.Stopped`, a
     KeyboardInterrupt; the command line's SIGTERM and SIGHUP too): the chunk is dropped,
     the newest checkpoint stays as it was; one during a checkpoint's save stops right after it.
     Several processes (`faults.coordinate`): a stop any of them received is agreed on after
@@ -170,7 +171,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
         compiled.append(group)
 
     if resume:
-        _restore(compiled, checkpoints, between)
+        _restore(compiled, restore_from or checkpoints, between)
 
     def save():
         started = [group for group in compiled if group.states is not None]
