@@ -72,7 +72,8 @@ def test_sharded_programs_compile_with_the_package_compiler_options(monkeypatch)
 @pytest.mark.slow
 def test_two_processes_on_loopback_equal_one(tmp_path):
     """Multi-host for real: two processes joined by jax.distributed (gloo over 127.0.0.1)
-    run one sweep; process 0 writes what a single process writes, process 1 nothing."""
+    run one sweep, started with the same command; process 0 writes what a single process
+    writes, process 1 nothing."""
     import csv
     import os
     import socket
@@ -88,13 +89,14 @@ def test_two_processes_on_loopback_equal_one(tmp_path):
     for i in range(2):
         env = {**base_env, "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": "2",
                "JAX_PROCESS_ID": str(i)}
-        procs.append(subprocess.Popen([sys.executable, *args, "--out", str(tmp_path / f"multi{i}")], env=env,
+        procs.append(subprocess.Popen([sys.executable, *args, "--out", str(tmp_path / "multi")], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outputs = [p.communicate(timeout=600)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outputs
     assert "on 2 device(s)" in outputs[0]
-    assert (tmp_path / "multi0" / "summary.csv").exists()
-    assert not (tmp_path / "multi1").exists()
+    assert outputs[1].splitlines()[0].startswith("purejaxppo: process 1 of 2 joined (via JAX_* variables)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["multi"]  # the same command: one folder, process 0's
+    assert (tmp_path / "multi" / "summary.csv").exists()
     single = subprocess.run([sys.executable, *args, "--out", str(tmp_path / "single")], env=base_env,
                             capture_output=True, text=True, timeout=600)
     assert single.returncode == 0, single.stderr[-3000:]
@@ -103,7 +105,7 @@ def test_two_processes_on_loopback_equal_one(tmp_path):
         with open(folder / "metrics.csv") as f:
             return list(csv.DictReader(f))
 
-    multi, one = table(tmp_path / "multi0"), table(tmp_path / "single")
+    multi, one = table(tmp_path / "multi"), table(tmp_path / "single")
     assert len(multi) == len(one) == 4 * 4
     for a, b in zip(multi, one):
         assert a.keys() == b.keys()

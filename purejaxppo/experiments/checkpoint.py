@@ -175,7 +175,8 @@ def _nbytes(tree) -> int:
 class Checkpoints:
     """The checkpoints of one run folder (`folder` = <run folder>/checkpoints).
 
-    `keep`: keep only the newest `keep` (None: all). Only process 0 writes.
+    `keep`: keep only the newest `keep` (None: all). Only process 0 writes; with several
+    processes, the others open the folder only to read it (a resume: from a filesystem all share).
     """
 
     def __init__(self, folder: str | Path, keep: int | None = None, create: bool = True):
@@ -188,7 +189,9 @@ class Checkpoints:
             self.folder.mkdir(parents=True, exist_ok=True)
         options = ocp.CheckpointManagerOptions(
             max_to_keep=keep, create=False, enable_async_checkpointing=False,
-            multiprocessing_options=ocp.options.MultiprocessingOptions(primary_host=0, active_processes={0}))
+            # this process alone (several processes: the writer saves; each other one only reads, to resume)
+            multiprocessing_options=ocp.options.MultiprocessingOptions(primary_host=jax.process_index(),
+                                                                       active_processes={jax.process_index()}))
         self._manager = ocp.CheckpointManager(self.folder, options=options)
         self.last_save_seconds = 0.0
         self.last_save_bytes = 0

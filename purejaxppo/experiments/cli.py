@@ -26,9 +26,9 @@ import contextlib
 import difflib
 import os
 import shlex
-import signal
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 import jax
@@ -39,12 +39,12 @@ from rich.table import Table
 
 from purejaxppo import __version__, configs
 from purejaxppo.experiments import compile_cache, replay, report
-from purejaxppo.experiments.faults import STOP_SIGNALS, Stopped, stop_signals
+from purejaxppo.experiments.faults import STOP_SIGNALS, LostProcess, Stopped, coordinate, lost_process, stop_signals
 from purejaxppo.config import ConfigError, check_fields, config_values, parse_override, read_yaml, text_table
 from purejaxppo.errors import NO_VALUE, ResourceError, UsageError, integer
 from purejaxppo.experiments.folder import FINISHED, RunFolder, write_new
 from purejaxppo.experiments.live import LiveLog, check_wandb
-from purejaxppo.experiments.parallel import init_distributed_from_env, is_writer, use_all_cpu_cores
+from purejaxppo.experiments.parallel import agree, init_distributed, is_writer, joined_line, use_all_cpu_cores
 from purejaxppo.experiments.paths import check_path
 from purejaxppo.experiments.stats import mean_se
 from purejaxppo.experiments.sweep import (check_seeds, load_sweep, make_spec, parse_grid_option, plan, run_plan,
@@ -102,6 +102,9 @@ def _add_run_options(parser: argparse.ArgumentParser, runs: str, folder: str) ->
 
 
 def _add_cache_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-cluster", action="store_true",
+                        help="run as one process even where JAX detects a cluster (SLURM, Open MPI, a TPU pod); "
+                             "also $PUREJAXPPO_CLUSTER=off (see docs/several-hosts.md)")
     parser.add_argument("--no-cache", action="store_true",
                         help="compile everything afresh (default: reuse compiled programs from the persistent "
                              f"cache in {compile_cache.default_folder()}; $PUREJAXPPO_CACHE_DIR moves it)")
@@ -273,18 +276,24 @@ def run_command(args) -> int:
     if args.wandb:
         check_wandb()
 
-    writer = is_writer()  # several processes: each computes its shard, process 0 writes
-    if resuming and jax.process_count() > 1:
-        raise ConfigError("--resume", args.resume, "resuming is not supported with several processes yet")
-    if resuming:
+    writer = is_writer()  # several processes: each computes its shard, process 0 writes, all read a resume
+    # (the folder on a filesystem every host shares: each reads the newest checkpoint itself)
+    reader = folder.checkpoints(create=False) if resuming and not writer else None
+    if resuming and writer:
         folder.lock("--resume")
     elif writer:
         folder = RunFolder.claim(args.out, args.command, planned.base.env)  # and locked
     try:
-        return _run(args, meta, planned, folder if writer else None, resuming)
+        return _run(args, meta, planned, folder if writer else None, resuming, reader)
     except Stopped as stop:
         stop.outcome = _stopped(args, folder if writer else None)
         raise
+    except Exception as error:
+        lost = lost_process(error)
+        if lost is None:
+            raise
+        lost.outcome = _lost(args, folder if writer else None, lost)
+        raise lost from None
     finally:
         if folder is not None:
             folder.unlock()
@@ -304,9 +313,25 @@ def _stopped(args, folder) -> str:
     return f"the newest complete checkpoint is at update {newest}; resume with: {_resume_command(args, folder)}"
 
 
-def _run(args, meta, planned, folder, resuming) -> int:
+def _lost(args, folder, lost) -> str:
+    """What a lost process left (the detail, with its traceback, in the folder's lost-process.log)."""
+    if folder is None:
+        where = args.resume or args.out
+        return (f"process {jax.process_index()}: the checkpoints are process 0's"
+                + (f", in {where}; resume with: {_resume_command(args, where)}" if where else ""))
+    log = folder.path / "lost-process.log"
+    try:
+        log.write_text(f"{lost.who} was lost; this process (0) saw:\n{traceback.format_exc()}")
+        details = f" (details: {log})"
+    except OSError:
+        details = ""
+    return _stopped(args, folder).replace("the newest complete checkpoint", "the newest complete checkpoint, "
+                                          "untouched,", 1) + details
+
+
+def _run(args, meta, planned, folder, resuming, reader=None) -> int:
     """Run the plan, and write the results; `folder`: the run folder, locked (None: a process that
-    does not write)."""
+    does not write; `reader`: the checkpoints it resumes from)."""
     base, spec, groups = planned.base, planned.spec, planned.groups
     writer = folder is not None
     if writer and not folder.config_file.exists():  # a new folder's, or a resumed one's that was deleted
@@ -325,7 +350,7 @@ def _run(args, meta, planned, folder, resuming) -> int:
         console.print(f"[bold]{base.env}[/]: {what} = {planned.runs} run{'s' if planned.runs != 1 else ''}, "
                       f"{len(groups)} compile(s) of {groups[0].config.num_updates} updates x "
                       f"{groups[0].config.batch_size} steps, on {len(jax.devices())} device(s)"
-                      + (f"; resuming {folder}" if resuming else ""))
+                      + (f"; resuming {folder or args.resume}" if resuming else ""))
 
         def show(record):
             text = f"group {record['group'] + 1}/{len(groups)} " if len(groups) > 1 else ""
@@ -347,7 +372,7 @@ def _run(args, meta, planned, folder, resuming) -> int:
         try:
             result = run_plan(planned, first_seed=meta["first_seed"], max_parallel=meta["max_parallel"],
                               on_group=on_group, checkpoints=checkpoints, checkpoint_every=meta["checkpoint_every"],
-                              resume=resuming, meta=meta, progress=live)
+                              resume=resuming, meta=meta, progress=live, restore_from=reader)
         finally:
             live.close()
     if not writer:
@@ -467,15 +492,33 @@ def _histogram(values, bins: int = 10, width: int = 40) -> str:
                      for i, c in enumerate(counts))
 
 
+def _request_text(args, argv) -> str:
+    """What every process of a job must share: the command line, the config or spec file it
+    names (as read here: a host may hold another copy) and the versions."""
+    parts = [__version__, jax.__version__, *argv]
+    given = getattr(args, "config", None) or getattr(args, "spec", None)
+    try:
+        path = _source(given, "config")
+        if path is not None and Path(path).is_file():
+            parts.append(Path(path).read_text(errors="replace"))
+    except (UsageError, OSError) as error:  # each process says so itself, after this comparison
+        parts.append(str(error))
+    return "\0".join(parts)
+
+
 def main(argv=None) -> int:
 
     use_all_cpu_cores()  # seeds spread over the cores; before JAX starts its backend
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
-    # several processes: each computes its shard, process 0 writes; JAX's preemption notifier then keeps SIGTERM
-    distributed = init_distributed_from_env()
     try:
-        with stop_signals([s for s in STOP_SIGNALS if not (distributed and s == signal.SIGTERM)]):
+        # several processes: each computes its shard, process 0 writes; a stop is agreed on (faults.coordinate)
+        joined = init_distributed(detect=not args.no_cluster) if args.command != "configs" else None
+        coordinate(joined is not None)
+        with stop_signals(STOP_SIGNALS):  # SIGTERM's handler replaces that of JAX's preemption notifier
+            if joined is not None:
+                print(joined_line(joined), flush=True)
+                agree("the command", _request_text(args, argv))
             if not getattr(args, "no_cache", True):
                 try:
                     compile_cache.enable()  # before anything compiles
@@ -491,9 +534,14 @@ def main(argv=None) -> int:
     except Stopped as stop:
         outcome = stop.outcome or (f"the evaluation did not finish ({args.folder} is unchanged)"
                                    if args.command == "eval" else "before the run started: nothing was written")
-        print(f"purejaxppo: stopped by {stop.name}: {outcome}", file=sys.stderr, flush=True)
+        sent = f" (sent to process {stop.process})" if stop.process is not None else ""
+        print(f"purejaxppo: stopped by {stop.name}{sent}: {outcome}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(stop.exit_code)  # at once: a program in flight is dropped, the checkpoints stay as they are
+    except LostProcess as lost:
+        print(f"purejaxppo: error: {lost.who} was lost ({lost.detail}): {lost.outcome}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(1)  # at once: JAX's shutdown barrier would wait for the lost process, then abort
 
 
 if __name__ == "__main__":

@@ -9,6 +9,13 @@ KeyboardInterrupt, so library code that stops on Ctrl-C stops on it; the command
 turns it into one line and exit code 128 + the signal (130, 143, 129). A second signal
 while the first is handled is ignored.
 
+Several processes (`coordinate()`): a stop signal to any one process is only recorded, and
+all the processes learn of it together at the next chunk boundary (`agreed_stop()`, one
+small all-gather), so that they stop at the same point: a process cannot leave a program
+the others are computing with it. SIGTERM included: the handler installed after
+`jax.distributed.initialize` replaces the one of JAX's preemption notifier, which would
+otherwise take the scheduler's notice and let the job run on.
+
 Failed writes. `Failures` says, on one line each, which write failed and what happens
 instead, once per file, and remembers it: the command then exits 1.
 """
@@ -32,9 +39,10 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 class Stopped(KeyboardInterrupt):
     """A stop signal (`signum`), raised in the main thread."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, process: int | None = None):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+        self.process = process  # several processes: the one that received it
         self.outcome: str | None = None  # what the stop left, for the line the command line prints
 
     @property
@@ -55,12 +63,13 @@ class _Handling:
         self.deferring = 0      # nesting of deferred()
         self.signum = None      # the signal received, once one is
         self.previous = {}      # signal -> the handler before ours
+        self.coordinated = False  # several processes: stops are agreed on (`agreed_stop`)
 
     def handle(self, signum, frame):
         if self.signum is not None:
             return  # a stop is under way already
         self.signum = signum
-        if not self.deferring:
+        if not self.deferring and not self.coordinated:
             raise Stopped(signum)
 
 
@@ -105,8 +114,27 @@ def deferred():
         yield
     finally:
         _handling.deferring -= 1
-    if not _handling.deferring and _handling.signum is not None and _handling.depth:
+    if not _handling.deferring and _handling.signum is not None and _handling.depth and not _handling.coordinated:
         raise Stopped(_handling.signum)
+
+
+def coordinate(on: bool = True) -> None:
+    """Several processes (after `jax.distributed.initialize`): from now on a stop signal is
+    recorded, and raised on every process together by `agreed_stop()`."""
+    _handling.coordinated = on
+
+
+def agreed_stop() -> Stopped | None:
+    """At a point every process reaches (a chunk boundary): with `coordinate()`, the stop
+    that one of the processes received (the lowest-numbered one's, if several did), the
+    same on every process; else None (a single process stops where the signal lands)."""
+    if not _handling.coordinated:
+        return None
+    from jax.experimental import multihost_utils
+
+    received = np.asarray(multihost_utils.process_allgather(np.int32(_handling.signum or 0))).reshape(-1)
+    process = next((i for i, signum in enumerate(received) if signum), None)
+    return None if process is None else Stopped(int(received[process]), process)
 
 
 def wait_ready(outs):
@@ -116,6 +144,36 @@ def wait_ready(outs):
         while isinstance(leaf, jax.Array) and not leaf.is_ready():  # (several processes: numpy, gathered)
             time.sleep(0.05)
     return jax.tree.map(np.asarray, outs)
+
+
+class LostProcess(Exception):
+    """Several processes: a collective failed, so another process is gone (killed, out of
+    memory, its node down). `process`: the lost one where it can be told (of two processes,
+    the other), else None; `detail`: the error's first line; `outcome` as `Stopped`'s."""
+
+    def __init__(self, process: int | None, detail: str):
+        super().__init__(detail)
+        self.process, self.detail = process, detail
+        self.outcome: str | None = None
+
+    @property
+    def who(self) -> str:
+        return f"process {self.process}" if self.process is not None else "another process"
+
+
+# what a collective whose peer went away raises (JaxRuntimeError, or a ValueError from the dispatch)
+_PEER_GONE = re.compile(r"Gloo|NCCL|heartbeat|Connection (reset|closed|refused)|DEADLINE_EXCEEDED|UNAVAILABLE")
+
+
+def lost_process(error: BaseException) -> LostProcess | None:
+    """`error` as a LostProcess, where in a job of several processes it is JAX's runtime
+    error or names a collective or connection that failed; else None (a bug: not this)."""
+    runtime = getattr(jax.errors, "JaxRuntimeError", ())
+    if jax.process_count() < 2 or not (isinstance(error, runtime) or _PEER_GONE.search(str(error))):
+        return None
+    others = [i for i in range(jax.process_count()) if i != jax.process_index()]
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return LostProcess(others[0] if len(others) == 1 else None, text[:200])
 
 
 # --------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ padded (by repeating the last run) to a multiple of the device count, and the pa
 dropped from the outputs. On a CPU, `use_all_cpu_cores()` (called before JAX starts its
 backend) makes each core a host device, so runs spread over the cores.
 
-Several processes (hosts): after `init_distributed_from_env()` every process builds the
+Several processes (hosts): after `init_distributed()` (explicit JAX_* variables, or a
+cluster JAX detects: SLURM, Open MPI, a TPU pod) every process builds the
 same inputs, computes the shard on its own devices, and gets the gathered outputs;
 only `is_writer()` (process 0) should write them.
 
@@ -19,6 +20,8 @@ temporaries grow with the runs in flight, so the error says how many would fit.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import os
 import time
 from typing import NamedTuple
@@ -29,7 +32,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from purejaxppo.compiler import compiler_options
-from purejaxppo.errors import ResourceError
+from purejaxppo.errors import NO_VALUE, ConfigError, ResourceError
 from purejaxppo.experiments import compile_cache
 
 CPU_DEVICES_FLAG = "--xla_force_host_platform_device_count"
@@ -45,19 +48,120 @@ def use_all_cpu_cores() -> None:
         os.environ["XLA_FLAGS"] = f"{flags} {CPU_DEVICES_FLAG}={os.cpu_count() or 1}".strip()
 
 
-def init_distributed_from_env() -> bool:
-    """`jax.distributed.initialize` from JAX_COORDINATOR_ADDRESS (host:port),
-    JAX_NUM_PROCESSES and JAX_PROCESS_ID, when the first is set; CPU collectives use gloo.
-    Returns whether this is a multi-process run."""
-    address = os.environ.get("JAX_COORDINATOR_ADDRESS")
-    if not address:
-        return False
-    count, index = os.environ.get("JAX_NUM_PROCESSES"), os.environ.get("JAX_PROCESS_ID")
+CLUSTER_VARIABLE = "PUREJAXPPO_CLUSTER"            # off (0, no, false): never join a detected cluster
+HEARTBEAT_VARIABLE = "PUREJAXPPO_HEARTBEAT_SECONDS"  # a lost process is noticed within about this long
+DEFAULT_HEARTBEAT_SECONDS = 60
+_OFF = ("0", "off", "no", "false")
+
+
+def detected_cluster() -> str | None:
+    """The cluster JAX's own detection finds (`slurm`, `ompi`, a Cloud TPU pod's `gce_tpu` or
+    `gke_tpu`, ...) when it runs more than one process of this job; None on a workstation, or
+    under a scheduler that started one process (e.g. SLURM with one task): then nothing waits
+    for a coordinator."""
+    try:
+        from jax._src import clusters  # JAX's detection (private; absent or changed: no detection)
+
+        kinds = [kind for kind in clusters.ClusterEnv._cluster_types if not getattr(kind, "opt_in_only_method", False)]
+    except (ImportError, AttributeError):
+        return None
+    for kind in kinds:
+        try:
+            if kind.is_env_present() and kind.get_process_count() > 1:
+                return getattr(kind, "name", kind.__name__)
+        except Exception:  # an environment half present (a variable that is no number, no metadata server)
+            continue
+    return None
+
+
+def _count_variable(name: str, at_least: int) -> int | None:
+    text = os.environ.get(name)
+    if text is None or text == "":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < at_least:
+        raise ConfigError(name, text, f"must be an integer of at least {at_least}")
+    return value
+
+
+def check_address(address: str) -> str:
+    """A coordinator address `host:port` (`[v6]:port` too), else a ConfigError naming JAX_COORDINATOR_ADDRESS."""
+    host, _, port = address.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not host or any(c.isspace() or c in "/[]" for c in host) or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError("JAX_COORDINATOR_ADDRESS", address,
+                          "must be host:port, the coordinator (process 0) and a free port on it, e.g. 10.0.0.1:12345")
+    return address
+
+
+def heartbeat_seconds() -> int:
+    """$PUREJAXPPO_HEARTBEAT_SECONDS (default 60): how long the processes wait for a silent one."""
+    value = _count_variable(HEARTBEAT_VARIABLE, 1)
+    return DEFAULT_HEARTBEAT_SECONDS if value is None else value
+
+
+def init_distributed(detect: bool = True) -> str | None:
+    """Join the job's other processes, before JAX starts a backend -> how they were found
+    ("JAX_* variables", or the cluster's name), or None: a single process, nothing joined.
+
+    Explicit variables first: JAX_COORDINATOR_ADDRESS (host:port), JAX_NUM_PROCESSES and
+    JAX_PROCESS_ID; else a cluster that JAX detects (`detected_cluster`), unless `detect` is
+    off or $PUREJAXPPO_CLUSTER is off. Bad values are a ConfigError, before anything joins.
+    CPU collectives use gloo; the heartbeat timeout is `heartbeat_seconds()`."""
+    address = os.environ.get("JAX_COORDINATOR_ADDRESS") or None
+    detect = detect and os.environ.get(CLUSTER_VARIABLE, "").strip().lower() not in _OFF
+    cluster = detected_cluster() if detect else None
+    if address is None and cluster is None:
+        return None
+    heartbeat = heartbeat_seconds()
+    count, index = _count_variable("JAX_NUM_PROCESSES", 1), _count_variable("JAX_PROCESS_ID", 0)
+    if address is not None:
+        check_address(address)
+        if cluster is None and (count is None or index is None):
+            missing = "JAX_NUM_PROCESSES" if count is None else "JAX_PROCESS_ID"
+            raise ConfigError(missing, NO_VALUE, "must be set with JAX_COORDINATOR_ADDRESS (no cluster detected "
+                              "to tell it): the number of processes, and this one's index from 0")
+    if count is not None and index is not None and index >= count:
+        raise ConfigError("JAX_PROCESS_ID", index, f"must be below JAX_NUM_PROCESSES={count} (processes count from 0)")
+    options = {"coordinator_address": address, "num_processes": count, "process_id": index}
+    accepted = inspect.signature(jax.distributed.initialize).parameters
+    if "heartbeat_timeout_seconds" in accepted:  # (jax 0.9.2 and 0.11.2 both take it)
+        options["heartbeat_timeout_seconds"] = heartbeat
+    if not detect and "cluster_detection_method" in accepted:
+        options["cluster_detection_method"] = "deactivate"
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(coordinator_address=address,
-                               num_processes=int(count) if count else None,
-                               process_id=int(index) if index else None)
-    return True
+    try:
+        jax.distributed.initialize(**options)
+    except Exception as error:  # no coordinator within the timeout, a port taken, a cluster half set up
+        where = address or f"the {cluster} cluster's coordinator"
+        text = str(error).strip().splitlines()[0][:300] if str(error).strip() else type(error).__name__
+        raise ConfigError("JAX_COORDINATOR_ADDRESS" if address else "cluster", where,
+                          f"could not join the other processes ({text}); ${CLUSTER_VARIABLE}=off runs alone") from None
+    return "JAX_* variables" if address is not None else cluster
+
+
+def joined_line(how: str) -> str:
+    """The first line of a run over several processes: who joined, and who writes."""
+    processes, devices = jax.process_count(), jax.device_count()
+    return (f"purejaxppo: process {jax.process_index()} of {processes} joined (via {how}); {devices} device(s) in "
+            f"all, {jax.local_device_count()} here; process 0 writes the folder")
+
+
+def agree(name: str, text: str) -> None:
+    """Every process's `text` compared by a hash (one small all-gather): where one differs,
+    a ConfigError on every process, naming which processes differ from process 0."""
+    digest = np.frombuffer(hashlib.sha256(text.encode()).digest()[:8], dtype=np.uint8).astype(np.int32)
+    from jax.experimental import multihost_utils
+
+    every = np.asarray(multihost_utils.process_allgather(digest))  # [processes, 8]
+    differ = [i for i in range(every.shape[0]) if not np.array_equal(every[i], every[0])]
+    if differ:
+        raise ConfigError(name, NO_VALUE, f"process(es) {', '.join(map(str, differ))} differ from process 0 "
+                          f"(compared by a hash before compiling): start every process with the same command, "
+                          f"config files and versions")
 
 
 def is_writer() -> bool:

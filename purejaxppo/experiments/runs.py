@@ -34,7 +34,7 @@ import jax
 import numpy as np
 
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
-from purejaxppo.experiments.faults import deferred, stop_signals, wait_ready
+from purejaxppo.experiments.faults import agreed_stop, deferred, stop_signals, wait_ready
 from purejaxppo.config import HParams, PPOConfig
 from purejaxppo.envs import Env
 from purejaxppo.errors import ResourceError
@@ -140,7 +140,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
             max_parallel: int | None = None, progress=None, checkpoints: Checkpoints | None = None,
             meta: dict | None = None, resume: bool = False, checkpoint_chunks: int = 1,
             on_group: Callable[[int, int], None] | None = None,
-            between=None) -> tuple[dict[str, TrainResult], Timings]:
+            between=None, restore_from: Checkpoints | None = None) -> tuple[dict[str, TrainResult], Timings]:
     """Run every group to the end -> ({run set name: its runs' TrainResult}, Timings): the final
     states, the metrics ([n, num_updates, ...]) and the final policies' evaluation ([n, episodes];
     {} without evaluation), each with the set's leading run axis and numpy leaves.
@@ -149,9 +149,12 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     a checkpoint (every run set started so far: state and metrics; `meta` with the updates
     done added) is saved after every `checkpoint_chunks` chunks of `chunk_updates` and at
     the end, or without it after each group; with `resume`, the newest one is restored
-    first. A Ctrl-C while a chunk computes stops within ~50 ms (`faults.Stopped`, a
+    first (from `restore_from` where given: several processes, of which only one writes,
+    all read the newest checkpoint). A Ctrl-C while a chunk computes stops within ~50 ms (`faults.Stopped`, a
     KeyboardInterrupt; the command line's SIGTERM and SIGHUP too): the chunk is dropped,
     the newest checkpoint stays as it was; one during a checkpoint's save stops right after it.
+    Several processes (`faults.coordinate`): a stop any of them received is agreed on after
+    each chunk; then they save a checkpoint of that chunk together, and all stop.
     `on_group(g, runs)` is called before group g compiles.
 
     `between` (PBT's `pbt.Population`) runs after each chunk: `between(sets, states, metrics
@@ -168,7 +171,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
         compiled.append(group)
 
     if resume:
-        _restore(compiled, checkpoints, between)
+        _restore(compiled, restore_from or checkpoints, between)
 
     def save():
         started = [group for group in compiled if group.states is not None]
@@ -208,10 +211,13 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
                             group.progress(group.updates_done, ret)
                 timings.run_seconds += time.perf_counter() - start
                 chunks_done = group.updates_done // group.chunk
-                if checkpoints is not None and (chunk_updates and chunks_done % checkpoint_chunks == 0
+                stop = agreed_stop()  # several processes: a stop one received, all at this boundary
+                if checkpoints is not None and (stop is not None or chunk_updates and chunks_done % checkpoint_chunks == 0
                                                 or group.updates_done == group.num_updates):
                     with deferred():  # a stop signal during the save is raised after it
                         save()
+                if stop is not None:
+                    raise stop
                 start = time.perf_counter()
             evaluation = [{} for _ in group.sets]
             if group.evaluate is not None:

@@ -388,7 +388,7 @@ def pbt(cfg: PPOConfig, section: Mapping[str, Any] | None = None, seeds: int | N
 def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = None,
              on_group: Callable[[int, int, Group, int], None] | None = None,
              checkpoints: Checkpoints | None = None, checkpoint_every: int | None = None, resume: bool = False,
-             meta: dict | None = None, progress=None) -> SweepResult:
+             meta: dict | None = None, progress=None, restore_from: Checkpoints | None = None) -> SweepResult:
     """Run a planned sweep (`plan`: every config checked, each group's environment built).
     Seed s of every point uses `jax.random.PRNGKey(first_seed + s)`. `max_parallel` bounds
     the runs in flight per device (chunks, same numbers). `on_group(g, groups, group, runs)`
@@ -433,7 +433,7 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
     outputs, timings = execute(run_sets, eval_episodes=spec.eval_episodes, chunk_updates=chunk_updates,
                                max_parallel=max_parallel, progress=progress, checkpoints=checkpoints, meta=meta,
                                resume=resume, checkpoint_chunks=checkpoint_chunks, on_group=group_starts,
-                               between=population)
+                               between=population, restore_from=restore_from)
     if population is not None:  # the step compiles at its first call, inside the run's time: count it as a compile
         timings.compiles += 1
         timings.compile_seconds += population.compile_seconds

@@ -1,0 +1,304 @@
+"""Several processes joined on 127.0.0.1 (gloo): starting, and what is refused before compiling (issue 29)."""
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+TINY = ["train", "cartpole", "--seeds", "2", "--set", "total_timesteps=512", "--set", "num_envs=4",
+        "--set", "num_steps=16", "--eval-episodes", "2", "--no-cache"]
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_", "SLURM_", "OMPI_", "PUREJAXPPO_"))}
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
+    return {**env, **extra}
+
+
+def _free_port(low=1024, high=65535) -> int:
+    for port in range(low, high + 1):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port")
+
+
+def start(args_per_process, envs, timeout=300):
+    """Start one process per (args, env), -> [(exit code, stdout + stderr)]; all killed at `timeout`."""
+    procs = [subprocess.Popen([sys.executable, "-m", "purejaxppo.experiments.cli", *args], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for args, env in zip(args_per_process, envs)]
+    try:
+        outputs = [p.communicate(timeout=timeout)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return [(p.returncode, out) for p, out in zip(procs, outputs)]
+
+
+def explicit(count, port):
+    return [_env(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES=str(count), JAX_PROCESS_ID=str(i))
+            for i in range(count)]
+
+
+def errors(output):
+    return [line for line in output.splitlines() if line.startswith("purejaxppo: error:")]
+
+
+@pytest.mark.parametrize("variables, says", [
+    ({"JAX_COORDINATOR_ADDRESS": "no-port-here", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"},
+     "JAX_COORDINATOR_ADDRESS='no-port-here': must be host:port"),
+    ({"JAX_COORDINATOR_ADDRESS": "127.0.0.1:99999", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"},
+     "JAX_COORDINATOR_ADDRESS='127.0.0.1:99999': must be host:port"),
+    ({"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1234", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "2"},
+     "JAX_PROCESS_ID=2: must be below JAX_NUM_PROCESSES=2"),
+    ({"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1234", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "-1"},
+     "JAX_PROCESS_ID='-1': must be an integer of at least 0"),
+    ({"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1234", "JAX_NUM_PROCESSES": "2"},
+     "JAX_PROCESS_ID: must be set with JAX_COORDINATOR_ADDRESS"),
+    ({"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1234", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0",
+      "PUREJAXPPO_HEARTBEAT_SECONDS": "soon"}, "PUREJAXPPO_HEARTBEAT_SECONDS='soon': must be an integer of at least 1"),
+])
+@pytest.mark.timeout(120)
+def test_bad_process_variables_are_one_line_and_exit_2_with_no_folder(tmp_path, variables, says):
+    [(code, output)] = start([[*TINY, "--out", str(tmp_path / "run")]], [_env(**variables)], timeout=100)
+    assert code == 2, output
+    assert len(errors(output)) == 1 and says in errors(output)[0], output
+    assert "Traceback" not in output
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_single_process_or_a_one_task_slurm_job_joins_nothing(monkeypatch):
+    from purejaxppo.experiments import parallel
+
+    for name in [n for n in os.environ if n.startswith(("JAX_", "SLURM_", "OMPI_"))]:
+        monkeypatch.delenv(name)
+    assert parallel.init_distributed() is None
+    slurm = {"SLURM_JOB_ID": "7", "SLURM_STEP_NODELIST": "localhost", "SLURM_NTASKS": "1", "SLURM_PROCID": "0",
+             "SLURM_LOCALID": "0"}
+    for name, value in slurm.items():
+        monkeypatch.setenv(name, value)
+    assert parallel.detected_cluster() is None and parallel.init_distributed() is None  # one task: never waits
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    assert parallel.detected_cluster() == "slurm"
+    assert parallel.init_distributed(detect=False) is None  # --no-cluster
+    monkeypatch.setenv("PUREJAXPPO_CLUSTER", "off")
+    assert parallel.init_distributed() is None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_faked_slurm_job_joins_without_jax_variables(tmp_path):
+    """srun's variables alone: JAX's detection finds the job; process 0 says so, and writes."""
+    port = _free_port(65535 - 2**12 + 1)  # SLURM's coordinator port: SLURM_JOB_ID % 4096 + 61440
+    job = str(port - (65535 - 2**12 + 1) + 4096 * 3)
+    envs = [_env(SLURM_JOB_ID=job, SLURM_STEP_NODELIST="localhost", SLURM_NTASKS="2", SLURM_PROCID=str(i),
+                 SLURM_LOCALID=str(i)) for i in range(2)]
+    out = ["--out", str(tmp_path / "run")]
+    results = start([TINY + out] * 2, envs)
+    assert [code for code, _ in results] == [0, 0], results
+    for i, (_, output) in enumerate(results):
+        assert f"purejaxppo: process {i} of 2 joined (via slurm); 2 device(s) in all, 1 here; " \
+               "process 0 writes the folder" in output.splitlines()[0], output
+    assert (tmp_path / "run" / "summary.json").exists() or (tmp_path / "run" / "summary.csv").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_processes_started_with_different_commands_stop_before_compiling(tmp_path):
+    out = ["--out", str(tmp_path / "run")]
+    results = start([TINY + out, TINY + ["--set", "lr=1e-3"] + out], explicit(2, _free_port(20000)))
+    for code, output in results:
+        assert code == 2, results
+        assert errors(output) == ["purejaxppo: error: the command: process(es) 1 differ from process 0 (compared by "
+                                  "a hash before compiling): start every process with the same command, config "
+                                  "files and versions"], output
+        assert "compil" not in output.split("error:")[0].lower() and "Traceback" not in output
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_config_file_that_differs_between_hosts_is_refused(tmp_path):
+    """The same command, but each host's copy of the config file differs: refused alike."""
+    out = ["--out", str(tmp_path / "run")]
+    config = "configs/cartpole.yaml"
+    text = open(config).read()
+    copies = []
+    for i, lr in enumerate(["3e-4", "1e-3"]):
+        folder = tmp_path / f"host{i}"
+        folder.mkdir()
+        (folder / "cartpole.yaml").write_text(text.replace("lr: 2.5e-4", f"lr: {lr}"))
+        copies.append(folder)
+    args = ["train", "cartpole.yaml", *TINY[2:], *out]
+    procs = [subprocess.Popen([sys.executable, "-m", "purejaxppo.experiments.cli", *args], env=env, cwd=folder,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for env, folder in zip(explicit(2, _free_port(21000)), copies)]
+    outputs = [p.communicate(timeout=250)[0] for p in procs]
+    assert [p.returncode for p in procs] == [2, 2], outputs
+    assert all("process(es) 1 differ from process 0" in output for output in outputs), outputs
+    assert not (tmp_path / "run").exists()
+
+
+LONG = ["train", "cartpole", "--seeds", "4", "--set", "total_timesteps=25600", "--set", "num_envs=4",
+        "--set", "num_steps=16", "--checkpoint-every", "20", "--eval-episodes", "2", "--no-cache"]
+
+
+def _complete_checkpoints(folder):
+    checkpoints = folder / "checkpoints"
+    return sorted(int(p.name) for p in checkpoints.iterdir() if p.name.isdigit()) if checkpoints.is_dir() else []
+
+
+def start_and_signal(args, envs, folder, signum, to, timeout=300):
+    """Start the processes; once the first checkpoint is complete, send `signum` to process `to`
+    -> [(exit code, output)], the seconds from the signal to the last exit."""
+    import signal as signals
+    import time
+
+    procs = [subprocess.Popen([sys.executable, "-m", "purejaxppo.experiments.cli", *args], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for env in envs]
+    try:
+        deadline = time.monotonic() + timeout
+        while not _complete_checkpoints(folder) and time.monotonic() < deadline and procs[0].poll() is None:
+            time.sleep(0.1)
+        assert _complete_checkpoints(folder), "no checkpoint before the deadline"
+        sent = time.monotonic()
+        procs[to].send_signal(signum if signum != "KILL" else signals.SIGKILL)
+        outputs = [p.communicate(timeout=timeout)[0] for p in procs]
+        return [(p.returncode, out) for p, out in zip(procs, outputs)], time.monotonic() - sent
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("signum, code, to", [("SIGTERM", 143, 1), ("SIGINT", 130, 0)])
+def test_a_stop_signal_to_one_process_stops_all_at_the_next_chunk_with_one_checkpoint(tmp_path, signum, code, to):
+    import signal as signals
+
+    folder = tmp_path / "run"
+    results, seconds = start_and_signal(LONG + ["--out", str(folder)], explicit(2, _free_port(22000 + 50 * to)),
+                                        folder, getattr(signals, signum), to)
+    assert [c for c, _ in results] == [code, code], results
+    newest = _complete_checkpoints(folder)[-1]
+    assert newest < 400, "stopped only at the end"
+    writer, other = results[0][1], results[1][1]
+    assert [line for line in writer.splitlines() if line.startswith("purejaxppo: stopped")] == [
+        f"purejaxppo: stopped by {signum} (sent to process {to}): the newest complete checkpoint is at update "
+        f"{newest}; resume with: purejaxppo train --resume {folder}"], writer
+    assert f"purejaxppo: stopped by {signum} (sent to process {to}): process 1: process 0 keeps the checkpoints" \
+        in other, other
+    assert "Traceback" not in writer + other
+    assert not (folder / "metrics.csv").exists()  # the run did not finish
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_killed_process_leaves_the_writer_to_exit_at_once_with_one_line(tmp_path):
+    """SIGKILL of process 1 (as OOM or a node failure): process 0 sees its collective fail,
+    says which process was lost and how to resume, and exits 1 well within the heartbeat
+    timeout; no traceback reaches the terminal (it goes to lost-process.log)."""
+    folder = tmp_path / "run"
+    envs = [{**env, "PUREJAXPPO_HEARTBEAT_SECONDS": "20"} for env in explicit(2, _free_port(23000))]
+    results, seconds = start_and_signal(LONG + ["--out", str(folder)], envs, folder, "KILL", 1)
+    code, output = results[0]
+    assert results[1][0] == -9 and code == 1, results
+    assert seconds < 20, seconds  # the failed collective, not the heartbeat timeout
+    lines = [line for line in output.splitlines() if line.startswith("purejaxppo: error")]
+    newest = _complete_checkpoints(folder)[-1]
+    assert len(lines) == 1 and lines[0].startswith("purejaxppo: error: process 1 was lost ("), output
+    assert lines[0].endswith(f"): the newest complete checkpoint, untouched, is at update {newest}; resume with: "
+                             f"purejaxppo train --resume {folder} (details: {folder / 'lost-process.log'})"), output
+    assert "Traceback" not in output and "@     0x" not in output, output
+    assert "Traceback" in (folder / "lost-process.log").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_when_process_0_is_killed_the_others_exit_within_the_heartbeat_timeout(tmp_path):
+    """Process 0 holds JAX's coordination service: when it goes, the others exit within the
+    heartbeat timeout, nonzero. (Which comes first on them is a race: the failed collective,
+    and purejaxppo's one line, or JAX's own fatal error with its C++ trace; see docs.)"""
+    folder = tmp_path / "run"
+    envs = [{**env, "PUREJAXPPO_HEARTBEAT_SECONDS": "20"} for env in explicit(2, _free_port(23100))]
+    results, seconds = start_and_signal(LONG + ["--out", str(folder)], envs, folder, "KILL", 0)
+    code, output = results[1]
+    assert results[0][0] == -9 and code not in (0, None), results
+    assert seconds < 20 + 15, seconds
+    if code == 1:
+        assert "purejaxppo: error: process 0 was lost (" in output and "Traceback" not in output, output
+    assert _complete_checkpoints(folder)  # the newest complete checkpoint is still there
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_2_process_resume_after_sigterm_is_bit_identical_and_1_process_resumes_it_within_rounding(tmp_path):
+    import shutil
+    import signal as signals
+
+    import chex
+    import numpy as np
+    import purejaxppo as ppo
+
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    results = start([LONG + ["--out", str(whole)]] * 2, explicit(2, _free_port(24000)), timeout=400)
+    assert [c for c, _ in results] == [0, 0], results
+    results, _ = start_and_signal(LONG + ["--out", str(cut)], explicit(2, _free_port(24100)), cut, signals.SIGTERM, 1)
+    assert [c for c, _ in results] == [143, 143], results
+    stopped_at = _complete_checkpoints(cut)[-1]
+    assert stopped_at < 400
+    alone = tmp_path / "alone"
+    shutil.copytree(cut, alone)
+
+    resume = ["train", "--resume", str(cut)]
+    results = start([resume] * 2, explicit(2, _free_port(24200)), timeout=400)
+    assert [c for c, _ in results] == [0, 0], results
+    assert f"resuming {cut}" in results[0][1].replace("\n", "")
+    assert (cut / "metrics.csv").read_text() == (whole / "metrics.csv").read_text()  # bit for bit
+    for run in range(4):
+        chex.assert_trees_all_equal(ppo.load(cut, run=run)[1], ppo.load(whole, run=run)[1])
+
+    [(code, output)] = start([["train", "--resume", str(alone)]], [_env()], timeout=400)  # one process
+    assert code == 0, output
+    for run in range(4):
+        for a, b in zip(*(jax_leaves(ppo.load(folder, run=run)[1].params) for folder in (alone, whole))):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def jax_leaves(tree):
+    import jax
+    import numpy as np
+
+    return [np.asarray(x) for x in jax.tree.leaves(tree)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_four_processes_equal_one_within_float_rounding(tmp_path):
+    import csv
+
+    args = ["train", "cartpole", "--seeds", "4", "--set", "total_timesteps=1024", "--set", "num_envs=4",
+            "--set", "num_steps=16", "--eval-episodes", "0", "--no-cache"]
+    results = start([args + ["--out", str(tmp_path / "four")]] * 4, explicit(4, _free_port(25000)), timeout=500)
+    assert [c for c, _ in results] == [0] * 4, results
+    [(code, output)] = start([args + ["--out", str(tmp_path / "one")]], [_env()], timeout=300)
+    assert code == 0, output
+
+    def table(folder):
+        with open(folder / "metrics.csv") as f:
+            return list(csv.DictReader(f))
+
+    four, one = table(tmp_path / "four"), table(tmp_path / "one")
+    assert len(four) == len(one) == 4 * 16
+    for a, b in zip(four, one):
+        for key in a:
+            if a[key] != b[key] and "second" not in key:
+                assert abs(float(a[key]) - float(b[key])) <= 1e-4 * max(1.0, abs(float(b[key]))), (key, a[key], b[key])
