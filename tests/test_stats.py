@@ -42,6 +42,37 @@ def test_mean_se_by_step_matches_numpy_per_column():
     assert se is None and np.array_equal(mean, curves[0], equal_nan=True)
 
 
+# ------------------------------------------------------------------ smoothing over environment steps
+def test_ema_over_steps_is_the_exponentially_weighted_mean_of_the_past():
+    steps = np.array([100.0, 200.0, 400.0, 450.0, 900.0])  # uneven spacing: weights follow steps
+    x = np.array([[3.0, -1.0, 4.0, 1.0, 5.0], [2.0, 7.0, 1.0, 8.0, 2.0]])
+    smoothed = stats.ema_over_steps(steps, x, window=150.0)
+    for i in range(steps.size):
+        w = np.exp(-(steps[i] - steps[: i + 1]) / 150.0)
+        np.testing.assert_allclose(smoothed[:, i], x[:, : i + 1] @ w / w.sum(), rtol=1e-12)
+    assert np.array_equal(smoothed[:, 0], x[:, 0])  # the first point is its own value, not pulled to 0
+    # a tiny window follows the data, a huge one tends to the running mean
+    np.testing.assert_allclose(stats.ema_over_steps(steps, x, 1e-3), x)
+    np.testing.assert_allclose(stats.ema_over_steps(steps, x, 1e12)[:, -1], x.mean(axis=1), rtol=1e-6)
+
+
+def test_ema_over_steps_skips_updates_without_an_ended_episode():
+    steps = np.arange(1, 6) * 10.0
+    x = np.array([np.nan, 2.0, np.nan, 4.0, 6.0])
+    smoothed = stats.ema_over_steps(steps, x, window=10.0)
+    assert np.isnan(smoothed[0])  # nothing seen yet
+    assert smoothed[1] == 2.0 and smoothed[2] == 2.0  # a NaN adds no weight: the average carries on
+    w = np.exp(-(50.0 - np.array([20.0, 40.0, 50.0])) / 10.0)
+    assert smoothed[4] == pytest.approx(np.array([2.0, 4.0, 6.0]) @ w / w.sum())
+    with pytest.raises(ValueError, match="window"):
+        stats.ema_over_steps(steps, x, 0.0)
+
+
+def test_smoothing_window_is_five_percent_of_the_run_in_two_digits():
+    assert stats.smoothing_window(1e7) == 5e5
+    assert stats.smoothing_window(499712) == 25000.0  # 24985.6 rounded for the legend
+
+
 # ------------------------------------------------------------------ interquartile mean
 @pytest.mark.parametrize("n", range(1, 14))
 def test_iqm_matches_scipy_trim_mean(n):

@@ -4,14 +4,16 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 FOLDER = Path(__file__).parent
+REFERENCES = FOLDER / "references.yaml"
 
 
 def names() -> list[str]:
     """Every shipped config by name ("cartpole", "brax/ant", "sweeps/clip_epochs", ...)."""
-    return sorted(str(p.relative_to(FOLDER).with_suffix("")) for p in FOLDER.rglob("*.yaml"))
+    return sorted(str(p.relative_to(FOLDER).with_suffix("")) for p in FOLDER.rglob("*.yaml") if p != REFERENCES)
 
 
 def find(name: str | Path) -> Path | None:
@@ -31,3 +33,47 @@ def summary(name: str) -> str:
         if line.strip():
             break
     return ""
+
+
+def name_of(path: str | Path) -> str | None:
+    """The shipped config's name if `path` is one of its files (however reached: the repository's
+    configs/ link, a relative path), else None."""
+    try:
+        relative = Path(path).resolve().relative_to(FOLDER.resolve())
+    except (OSError, ValueError):
+        return None
+    name = str(relative.with_suffix(""))
+    return name if relative.suffix == ".yaml" and name in names() else None
+
+
+@functools.cache
+def references() -> dict[str, dict]:
+    """references.yaml: for each shipped train config by name, the published return it should
+    reach (`return`, None where nothing is published for its setting), at what budget
+    (`steps`), by which `method`, from which source (`cite`, short; `source`, in full), the
+    returns case's `size` (cpu or gpu), its measured `cpu_minutes` and a `note`."""
+    import yaml
+
+    return yaml.safe_load(REFERENCES.read_text())
+
+
+def steps_text(steps: float) -> str:
+    """A step count as budgets are written: 10000000 -> 1e7, 250000 -> 2.5e5, 976 -> 976."""
+    steps = float(steps)
+    if steps < 10_000:
+        return f"{steps:g}"
+    mantissa, exponent = f"{steps:.2e}".split("e")
+    return f"{float(mantissa):g}e{int(exponent)}"
+
+
+def reference_line(name: str) -> str | None:
+    """What a run of shipped config `name` should reach, as the train command prints it under
+    its table, e.g. "reference: 131 at 1e7 steps (PPO, gymnax README)"; None for a config
+    without a reference entry (a sweep)."""
+    ref = references().get(name)
+    if ref is None:
+        return None
+    if ref["return"] is None:  # its cite says so: "none published for a 6x6 board"
+        return f"reference: {ref['cite']}"
+    budget = f" at {steps_text(ref['steps'])} steps" if ref["steps"] is not None else ""
+    return f"reference: {ref['return']:g}{budget} ({ref['method']}, {ref['cite']})"

@@ -144,23 +144,33 @@ def _cell(x):
     return x
 
 
-def _band(ax, steps, curves, label, **style):
-    """Mean over seeds (rows of `curves`) with a ± 1 standard-error band (2+ seeds)."""
-    mean, se = stats.mean_se_by_step(curves)
+def curve_with_band(ax, steps, curves, label, window, **style):
+    """Learning curves `curves` ([seeds, points]) at `steps`: the raw mean over seeds, faint,
+    and over it in full colour their mean smoothed (stats.ema_over_steps, `window` steps)
+    with a ± 1 standard-error band of the smoothed values over seeds (2+ seeds)."""
+    raw, _ = stats.mean_se_by_step(curves)
+    mean, se = stats.mean_se_by_step(stats.ema_over_steps(steps, curves, window))
     (line,) = ax.plot(steps, mean, label=label, **style)
+    ax.plot(steps, raw, lw=0.6, alpha=0.3, color=line.get_color())
     if se is not None:
         ax.fill_between(steps, mean - se, mean + se, alpha=0.2, color=line.get_color())
 
 
-def _finish(fig, ax, legend_size=None, **labels) -> bytes:
+def smoothing_legend(window: float) -> str:
+    """The legend title of a smoothed plot: what is faint, what is smoothed, and how."""
+    return f"smoothed: EMA over {window:,.0f} env steps\n(faint: the raw mean per update)"
+
+
+def _finish(fig, ax, legend_size=None, legend_title=None, **labels) -> bytes:
     ax.set(**labels)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=legend_size, ncol=2 if legend_size else 1)
+    ax.legend(fontsize=legend_size, ncol=2 if legend_size else 1, title=legend_title,
+              title_fontsize=legend_size)
     fig.tight_layout()
-    return _figure_bytes(fig, 120)
+    return figure_bytes(fig, 120)
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -170,18 +180,21 @@ def _pyplot():
 
 
 def plot_learning_curve(metrics: Mapping[str, np.ndarray], batch_size: int, title: str) -> bytes:
-    """learning_curve.png: the mean return over seeds with a ± 1 s.e. band."""
+    """learning_curve.png: the mean return over seeds, raw (faint) and smoothed with a ± 1 s.e.
+    band (`curve_with_band`; the window: 5% of the run's steps)."""
     returns = np.asarray(metrics["episode_return"])  # [seeds, updates]
     steps = np.arange(1, returns.shape[1] + 1) * batch_size
-    fig, ax = _pyplot().subplots(figsize=(7, 4))
-    _band(ax, steps, returns, f"mean of {returns.shape[0]} seed(s) ± 1 s.e.")
-    return _finish(fig, ax, xlabel="environment steps", ylabel="episode return", title=title)
+    window = stats.smoothing_window(steps[-1])
+    fig, ax = pyplot().subplots(figsize=(7, 4))
+    curve_with_band(ax, steps, returns, f"mean of {returns.shape[0]} seed(s) ± 1 s.e.", window)
+    return _finish(fig, ax, legend_title=smoothing_legend(window), xlabel="environment steps",
+                   ylabel="episode return", title=title)
 
 
-def _figure_bytes(fig, dpi: int) -> bytes:
+def figure_bytes(fig, dpi: int) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi)
-    _pyplot().close(fig)
+    pyplot().close(fig)
     return buffer.getvalue()
 
 
@@ -374,20 +387,21 @@ def heatmap_grid(points: list[dict], values: list, a: str, b: str) -> tuple[list
 def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, Callable[[], bytes]]]:
     """(file name, draw) for learning_curves.png, clip_fraction_by_epoch.png and, over the
     first two swept keys, heatmap_return.png and heatmap_kl.png."""
-    plt = _pyplot()
+    plt = pyplot()
 
     def label(point):
         return ", ".join(f"{k}={show_value(point[k])}" for k in swept) or "base"
 
     def learning_curves():
         fig, ax = plt.subplots(figsize=(8, 5))
+        window = stats.smoothing_window(max(c.num_updates * c.batch_size for c in result.configs))
         for i, point in enumerate(result.points):
             curves = kept_runs(result, i)[0]["episode_return"]
             if len(curves):
-                _band(ax, np.arange(1, curves.shape[1] + 1) * result.configs[i].batch_size, curves, label(point),
-                      lw=1.2)
-        return _finish(fig, ax, 7, xlabel="environment steps", ylabel="episode return (mean ± s.e. over seeds)",
-                       title=f"{result.base.env}: learning curves")
+                curve_with_band(ax, np.arange(1, curves.shape[1] + 1) * result.configs[i].batch_size, curves, label(point),
+                      window, lw=1.2)
+        return _finish(fig, ax, 7, legend_title=smoothing_legend(window), xlabel="environment steps",
+                       ylabel="episode return (mean ± s.e. over seeds)", title=f"{result.base.env}: learning curves")
 
     def clip_by_epoch():
         fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -414,7 +428,7 @@ def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, C
             ax.text(x, y, f"{value:.3g}", ha="center", va="center", color="w", fontsize=8)
         fig.colorbar(image, ax=ax)
         fig.tight_layout()
-        return _figure_bytes(fig, 110)
+        return figure_bytes(fig, 110)
 
     plots = [("learning_curves.png", learning_curves), ("clip_fraction_by_epoch.png", clip_by_epoch)]
     if len(swept) >= 2:
@@ -549,7 +563,7 @@ def pbt_plots(result, summary: Mapping[str, Any]) -> list[tuple[str, Callable[[]
     """(file name, draw): pbt_<key>.png, each explored value over training per member, and
     pbt_fitness.png, each member's fitness per interval, both coloured by final rank;
     pbt_lineage.png, a heatmap of member x interval: the member each one copied from."""
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib import cm, colors
 
     lineage, members = result.lineage, summary["members"]
@@ -579,7 +593,7 @@ def pbt_plots(result, summary: Mapping[str, Any]) -> list[tuple[str, Callable[[]
         ax.set(xlabel="environment steps", ylabel=ylabel, title=title)
         ax.grid(alpha=0.3)
         fig.tight_layout()
-        return _figure_bytes(fig, 120)
+        return figure_bytes(fig, 120)
 
     def lineage_map():
         runs = len(members)
@@ -600,7 +614,7 @@ def pbt_plots(result, summary: Mapping[str, Any]) -> list[tuple[str, Callable[[]
                "interval\n(blank: its own weights)")
         fig.colorbar(image, ax=ax, label="copied from member", ticks=range(0, population, max(1, population // 10)))
         fig.tight_layout()
-        return _figure_bytes(fig, 110)
+        return figure_bytes(fig, 110)
 
     dists = result.spec.pbt["hyperparameters"]
     plots = [(f"pbt_{name}.png", lambda name=name: over_training(
