@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from benchmarks import harness
 from purejaxppo import configs
@@ -139,8 +140,6 @@ def run_config(name: str, seeds: int, runs: Path, log) -> Path:
 
 def _shipped(name: str) -> dict:
     """The shipped config's file as written (its env and budget, without building anything)."""
-    import yaml
-
     return yaml.safe_load(configs.find(name).read_text())
 
 
@@ -154,8 +153,8 @@ def collect(name: str, folder: Path, runs: Path) -> dict:
     (training, the last update's), the final policy's on fresh episodes (sampled and greedy)
     and the raw learning curve; the wall time over its legs; where and on what it ran."""
     summary = json.loads((folder / "summary.json").read_text())
-    shipped = _shipped(name)
-    batch_size = int(shipped["num_envs"]) * int(shipped["num_steps"])
+    ran = yaml.safe_load((folder / "config.yaml").read_text())  # the config as run, every field resolved
+    batch_size = int(ran["num_envs"]) * int(ran["num_steps"])
     seeds = summary["seed_values"]
     curves = {s: [] for s in seeds}
     with (folder / "metrics.csv").open() as f:
@@ -168,7 +167,7 @@ def collect(name: str, folder: Path, runs: Path) -> dict:
     legs = json.loads(legs_file.read_text()) if legs_file.is_file() else []
     machine = harness.machine_info()
     return {
-        "config": name, "env": shipped["env"], "config_sha": config_sha(name), "seeds": len(seeds),
+        "config": name, "env": ran["env"], "config_sha": config_sha(name), "seeds": len(seeds),
         "seed_values": seeds, "total_timesteps": len(curves[seeds[0]]) * batch_size, "batch_size": batch_size,
         "final_return": summary["final_return"]["per_seed"],
         "eval_return_sampled": summary["eval_return_stochastic"]["per_seed"],

@@ -20,6 +20,10 @@ def test_train_writes_a_complete_run_folder(tmp_path, capsys, monkeypatch):
     assert code == 0
     printed = capsys.readouterr().out
     assert "final episode return" in printed and "compile time" in printed
+    # a shipped config's published return under the table, saying what this run changed from it
+    assert " ".join(printed.split()).endswith(
+        f"reference: 500 at 1.5e5 steps (PPO, gymnax README) for cartpole as shipped; this run changed num_steps, "
+        f"total_timesteps run folder: {out}")
     # the resolved config reloads to the same config
     cfg = ppo.load_config(out / "config.yaml")
     assert cfg.num_steps == 16 and cfg.total_timesteps == 256 and cfg.env == "CartPole-v1"
@@ -50,7 +54,11 @@ def test_the_shipped_configs_are_listed_and_each_loads(capsys):
     printed = capsys.readouterr().out
     names = configs.names()
     assert {"cartpole", "pendulum", "brax/inverted_pendulum", "sweeps/clip_epochs"} <= set(names)
+    assert "references" not in names  # the references file is not a config
     assert all(name in printed for name in names)
+    lines = {line.split()[0]: line for line in printed.splitlines() if line.strip()}
+    assert "131 at 1e7 steps (PPO, gymnax README)" in lines["minatar_space_invaders"]
+    assert "GPU-sized" in lines["brax/ant"] and "GPU-sized" not in lines["cartpole"]
     assert configs.find("cartpole") == configs.find("cartpole.yaml") == configs.FOLDER / "cartpole.yaml"
     assert configs.find("nothing") is None and configs.find("../pyproject.toml") is None
     for name in names:

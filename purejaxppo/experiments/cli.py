@@ -187,12 +187,44 @@ def _as_file(source: str | None, field: str):
 
 
 def configs_command() -> int:
+    """Each shipped config: its name, the return it should reach (configs/references.yaml), its
+    time for 4 seeds on 2 CPU cores as measured by the returns case, and its description."""
     names = configs.names()
     width = max(map(len, names))
+    refs = configs.references()
+    shown = {name: (configs.reference_line(name) or "").removeprefix("reference: ") for name in names}
+    ref_width = min(max(map(len, shown.values())), 52)
+    print(f"{'config':<{width}}  {'reference (configs/references.yaml)':<{ref_width}}  {'4 seeds, 2 CPU cores':<20}  "
+          "description")
     for name in names:
-        print(f"{name:<{width}}  {configs.summary(name)[:90]}")
+        print(f"{name:<{width}}  {shown[name][:ref_width]:<{ref_width}}  {_expected_time(refs.get(name)):<20}  "
+              f"{configs.summary(name)[:70]}")
     print(f"\n(in {configs.FOLDER}; e.g. purejaxppo train cartpole --seeds 8)")
     return 0
+
+
+def _expected_time(ref: dict | None) -> str:
+    if ref is None:
+        return ""
+    if ref["size"] == "gpu":
+        return "GPU-sized"
+    minutes = ref["cpu_minutes"]
+    return "not measured yet" if minutes is None else f"{minutes:.2g} min" if minutes < 10 else f"{minutes:.0f} min"
+
+
+def _reference(args, base) -> str | None:
+    """The reference line of the shipped config this train run is: the one named on the command
+    line, or for --resume the one whose fields the run has; with the fields this run changed."""
+    given = configs.name_of(_source(args.config, "config")) if args.config else None
+    for name in [given] if given else configs.references():
+        line = configs.reference_line(name)
+        if line is None:
+            return None
+        shipped = check_fields(config_values(str(configs.find(name)), {})).to_dict()
+        changed = [key for key, value in base.to_dict().items() if shipped.get(key) != value]
+        if given or not changed:
+            return line + (f" for {name} as shipped; this run changed {', '.join(changed)}" if changed else "")
+    return None
 
 
 def _check_count(option: str, value: int | None, minimum: int = 1) -> None:
@@ -382,8 +414,10 @@ def _run(args, meta, planned, folder, resuming, reader=None) -> int:
     console.print(f"compile {timings.compile_seconds:.1f} s ({timings.compiles} programs), run "
                   f"{timings.run_seconds:.1f} s, {timings.checkpoints} checkpoint(s) "
                   f"({timings.checkpoint_bytes / 2**20:.2f} MiB, {timings.checkpoint_seconds:.2f} s in all)")
-    finished = (_write_train_results if args.command == "train" else _write_sweep_results)(
-        folder, base, spec, result, console)
+    if args.command == "train":
+        finished = _write_train_results(folder, base, spec, result, console, _reference(args, base))
+    else:
+        finished = _write_sweep_results(folder, base, spec, result, console)
     console.print(f"{'run' if args.command == 'train' else 'sweep'} folder: {folder}")
     if not finished:  # a complete checkpoint can write the rest
         newest = folder.newest_checkpoint()
@@ -393,7 +427,7 @@ def _run(args, meta, planned, folder, resuming, reader=None) -> int:
     return 1 if folder.failures else 0
 
 
-def _write_train_results(folder, base, spec, result, console) -> bool:
+def _write_train_results(folder, base, spec, result, console, reference: str | None) -> bool:
     seeds = [run["seed"] for run in result.runs]
     runs = result.point(0)  # a train run is one point: its seeds, stacked
     summary = report.summarize(runs.metrics, steps_per_run=base.num_updates * base.batch_size,
@@ -407,6 +441,8 @@ def _write_train_results(folder, base, spec, result, console) -> bool:
         table.add_row(name, value)
     console.print(table)
     console.print(f"per-epoch clip fraction: {summary['diagnosis']}")
+    if reference:
+        console.print(reference, highlight=False)
     return finished
 
 
