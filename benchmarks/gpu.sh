@@ -6,15 +6,20 @@
 #   2. checks that the host's jax is in pyproject.toml's range and that JAX sees a GPU;
 #   3. the timing suite's GPU points (`python -m benchmarks --gpu`: the headline, 2048 CartPole seeds
 #      x 5e5 steps including compile, target under 30 s; scaling; limit), about 8 minutes on one H200;
-#   4. Brax ant at configs/brax/ant.yaml (benchmarks/gpu_brax.py: >= 1M env steps/s, >= 5000 at 50M steps).
+#   4. Brax ant at configs/brax/ant.yaml (benchmarks/gpu_brax.py: >= 1M env steps/s, >= 5000 at 50M steps);
+#   5. only when asked (PARTS=returns; hours): the returns case's GPU-sized configs, Brax, Craftax and the
+#      MinAtar CNN, at their full budgets against their published returns
+#      (`python -m benchmarks --cases returns --gpu`: resumable, one result per config).
 #
 # Here, with the registries, fetch the wheels (keep .whl/ out of git):
 #     benchmarks/fetch_wheels.sh .whl
 # then on the GPU host, from the repo root:
 #     benchmarks/gpu.sh [WHEELS_DIR] [options of python -m benchmarks, e.g. --cases headline]
 #     PARTS=ant benchmarks/gpu.sh .whl          # only step 4 (PARTS=suite: only step 3; default both;
+#                                               # PARTS=returns: only step 5;
 #                                               # ANT_OPTIONS="--steps 2000000": a short ant run)
-# Results: benchmarks/results/<date>-<gpu>-suite.{md,json} and plots, <date>-brax-ant-gpu.{md,json}.
+# Results: benchmarks/results/<date>-<gpu>-suite.{md,json} and plots, <date>-brax-ant-gpu.{md,json},
+# benchmarks/results/returns/<config>.json and <date>-returns-<gpu>.{md,png}.
 set -euo pipefail
 wheels=${1:-.whl}
 [ $# -gt 0 ] && shift
@@ -52,3 +57,4 @@ PY
 cpu=${ALLOW_CPU:+--allow-cpu}
 case ",$parts," in *,suite,*) "$py" -m benchmarks --gpu "$@" ;; esac
 case ",$parts," in *,ant,*) "$py" benchmarks/gpu_brax.py --no-install --results benchmarks/results $cpu ${ANT_OPTIONS:-} ;; esac
+case ",$parts," in *,returns,*) "$py" -m benchmarks --cases returns --gpu ;; esac

@@ -604,7 +604,8 @@ def parse_args(argv, names: list[str]):
     size.add_argument("--quick", action="store_true", help="CPU-sized points (within 10 minutes on 2 cores)")
     size.add_argument("--gpu", action="store_true",
                       help="accelerator-sized points (one GPU, about 8 minutes; benchmarks/gpu.sh installs and runs it)")
-    p.add_argument("--cases", default=None, help="comma-separated subset of: " + ",".join(names))
+    p.add_argument("--cases", default=None, help="comma-separated subset of: " + ",".join(names)
+                   + " (and returns, which runs alone: --cases returns --help)")
     p.add_argument("--rounds", type=int, default=None,
                    help=f"interleaved rounds per group (default {MIN_ROUNDS}; at least {MIN_ROUNDS}, "
                         f"{QUICK_MIN_ROUNDS} allowed with --quick)")
