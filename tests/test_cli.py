@@ -110,3 +110,17 @@ def test_the_timing_suite_is_not_a_command_of_the_package(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["bench", "--quick"])
     assert exited.value.code == 2 and "invalid choice: 'bench'" in capsys.readouterr().err
+
+
+def test_a_resumed_run_finds_its_shipped_config_by_its_fields():
+    """`train --resume DIR` names no config: the reference is the shipped config with the run's fields."""
+    import argparse
+
+    from purejaxppo import configs
+    from purejaxppo.config import check_fields
+    from purejaxppo.experiments.cli import _reference
+
+    resumed = argparse.Namespace(config=None)
+    acrobot = ppo.load_config(configs.find("acrobot"))
+    assert _reference(resumed, acrobot) == "reference: -80 at 5e5 steps (PPO, gymnax README)"
+    assert _reference(resumed, check_fields({**acrobot.to_dict(), "lr": 1e-3})) is None  # no shipped config has it
