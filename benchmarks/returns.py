@@ -20,6 +20,7 @@ assembled from every result that exists, whichever session measured it (`--table
 from __future__ import annotations
 
 import argparse
+import csv
 import datetime as _dt
 import hashlib
 import json
@@ -158,11 +159,8 @@ def collect(name: str, folder: Path, runs: Path) -> dict:
     seeds = summary["seed_values"]
     curves = {s: [] for s in seeds}
     with (folder / "metrics.csv").open() as f:
-        header = f.readline().strip().split(",")
-        seed_col, ret_col = header.index("seed"), header.index("episode_return")
-        for line in f:
-            cells = line.rstrip("\n").split(",")
-            curves[int(cells[seed_col])].append(float(cells[ret_col]) if cells[ret_col] else math.nan)
+        for line in csv.DictReader(f):  # a row per seed per update, in update order; no episode ended: empty
+            curves[int(line["seed"])].append(float(line["episode_return"] or "nan"))
     legs_file = runs / f"{name}.legs.json"
     legs = json.loads(legs_file.read_text()) if legs_file.is_file() else []
     machine = harness.machine_info()
