@@ -52,6 +52,29 @@ def test_a_lone_run_is_not_copied_to_every_device():
     assert runs().metrics["episode_return"].shape == (1, 1)
 
 
+EMPTY_CONSTANT_SCRIPT = textwrap.dedent("""
+    import jax, jax.numpy as jnp, numpy as np
+    from purejaxppo.experiments.parallel import ShardedRuns
+    x = jnp.arange(12.0).reshape(4, 3)
+    step = lambda c, _: (c.at[:].set(c * 2), None)   # indexes with an empty array: a zero-size constant
+    for chunk in (None, 1):                            # vmapped, and lax.map one run at a time
+        runs = ShardedRuns(lambda r: jax.lax.scan(step, r, None, length=2)[0], x, chunk=chunk)
+        assert runs.num_devices == 2
+        np.testing.assert_array_equal(runs(), 4 * np.asarray(x))
+    print("OK")
+""")
+
+
+def test_a_zero_size_constant_compiles_over_two_devices():
+    """jax 0.11.2's XLA segfaulted compiling a shard_map over 2+ devices whose body captures a
+    zero-size constant (gymnax's SpaceInvaders-MinAtar does, with `x.at[:].set(...)`):
+    ShardedRunSets makes such constants in the body instead."""
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, "-c", EMPTY_CONSTANT_SCRIPT], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert result.returncode == 0 and "OK" in result.stdout, (result.returncode, result.stderr[-3000:])
+
+
 def test_sharded_programs_compile_with_the_package_compiler_options(monkeypatch):
     """The CLI's and sweeps' programs get `compiler_options()` for their devices' platform
     (LLVM -O1 on a CPU, XLA's defaults elsewhere): an option XLA does not know, put there,

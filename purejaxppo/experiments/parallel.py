@@ -224,6 +224,24 @@ def _pad(tree, size: int):
     return jax.tree.map(pad, tree)
 
 
+def _empty_constants_inside(fn, *args):
+    """`fn(*args)`, traced, with its zero-size constants made in the body (`jnp.zeros`) rather than
+    captured: the same program otherwise, traced once and replayed, the same numbers.
+
+    `jax.shard_map` passes the constants its body captures in as operands, and XLA's Shardy (jax
+    0.11.2) segfaults compiling a shard_map over 2 or more devices that has a zero-size operand
+    (in sdy's ManualComputationUnusedInputsPattern, in the ShardyXLA pass; one device is spared).
+    gymnax's SpaceInvaders-MinAtar captures ten (`x.at[:].set(...)` indexes with an empty array).
+    An empty array holds no data: made in the body it is no operand. Keys and other extended
+    dtypes are left as they are (none seen)."""
+    closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+    consts = [jnp.zeros(np.shape(c), c.dtype)
+              if np.size(c) == 0 and not jnp.issubdtype(c.dtype, jax.dtypes.extended) else c
+              for c in closed.consts]
+    outs = jax.core.eval_jaxpr(closed.jaxpr, consts, *jax.tree.leaves(args))
+    return jax.tree.unflatten(jax.tree.structure(out_shape), outs)
+
+
 class ShardedRunSets:
     """Several run sets (each its own function, e.g. programs of different shapes) as one program over
     all devices: `pairs` = [(fn_a, args_a), (fn_b, args_b), ...], each `fn` over args whose
@@ -261,10 +279,13 @@ class ShardedRunSets:
             self._layouts.append(layout)
             per_device = layout.per_device
 
-            def on_device(*device_args, fn=fn, per_device=per_device):  # [per_device, ...]: this device's runs
+            def runs_here(*device_args, fn=fn, per_device=per_device):  # [per_device, ...]: this device's runs
                 if chunk is None or chunk >= per_device:
                     return jax.vmap(fn)(*device_args)
                 return jax.lax.map(lambda a: fn(*a), device_args, batch_size=chunk)
+
+            def on_device(*device_args, runs_here=runs_here):
+                return _empty_constants_inside(runs_here, *device_args)
 
             mesh = Mesh(np.array(used), ("runs",))
             programs.append(jax.shard_map(on_device, mesh=mesh, in_specs=PartitionSpec("runs"),
