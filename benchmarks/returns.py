@@ -171,7 +171,8 @@ def collect(name: str, folder: Path, runs: Path) -> dict:
         "eval_return_sampled": summary["eval_return_stochastic"]["per_seed"],
         "eval_return_greedy": summary["eval_return"]["per_seed"],
         "diverged": summary["diverged"],
-        "wall_s": sum(legs) if legs else None, "legs": len(legs),
+        # the runner's clock over every leg; for a folder it did not start, the run's own compile + run seconds
+        "wall_s": sum(legs) if legs else summary["compile_seconds"] + summary["run_seconds"], "legs": len(legs),
         "compile_s": summary["compile_seconds"], "steps_per_second": summary["steps_per_second"],
         "episode_return": [[_rounded(x) for x in curves[s]] for s in seeds],
         "date": _dt.date.today().isoformat(), "machine": machine, "versions": harness.package_versions(),
@@ -242,7 +243,8 @@ def render(rows: list[dict], hardware: str, command: str) -> str:
             f"{report.format_mean_se(*r['train'])} | {reference_cell(r['config'])} | {r['met']} | "
             f"{_minutes(res['wall_s'] / 60 if res['wall_s'] else None)} |")
     lines += ["", "minutes: wall time of the training command on this machine, all seeds at once, compile "
-              "included (summed over its legs when a run was stopped and resumed).", "", "## Notes", ""]
+              "included (summed over its legs when a run was stopped and resumed; for a run folder the case did "
+              "not start itself, its own compile and run seconds).", "", "## Notes", ""]
     for r in rows:
         if r["reference"].get("note"):
             lines.append(f"- **{r['config']}**: {' '.join(r['reference']['note'].split())}")
