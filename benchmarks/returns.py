@@ -225,7 +225,7 @@ def render(rows: list[dict], hardware: str, command: str) -> str:
              "References, their sources and the notes: `purejaxppo/configs/references.yaml`. Per-config results "
              "(per-seed numbers, raw curves, versions, machine): `benchmarks/results/returns/<config>.json`.", "",
              "| config | env | seeds | steps | final policy (sampled) | IQM [95% CI] | training return (last update) "
-             "| reference | | minutes |",
+             "| reference | met? | minutes |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ref = r["reference"]
