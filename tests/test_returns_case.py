@@ -41,7 +41,7 @@ def test_which_configs():
 @pytest.mark.parametrize("mean, se, reference, verdict", [
     (500.0, 0.0, 500, "met"), (120.0, 6.0, 131, "met"),  # 131 <= 120 + 2 x 6
     (120.0, 5.0, 131, "short"), (-164.0, 8.7, -130, "short"), (-164.0, math.nan, -200.6, "met"),
-    (1.0, 0.1, None, "—")])
+    (0.95499998, 0.0, 0.955, "met"), (0.9549, 0.0, 0.955, "short"), (1.0, 0.1, None, "—")])
 def test_met_means_not_significantly_short(mean, se, reference, verdict):
     assert returns.met(mean, se, reference) == verdict
 
