@@ -398,8 +398,8 @@ def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, C
         for i, point in enumerate(result.points):
             curves = kept_runs(result, i)[0]["episode_return"]
             if len(curves):
-                curve_with_band(ax, np.arange(1, curves.shape[1] + 1) * result.configs[i].batch_size, curves, label(point),
-                      window, lw=1.2)
+                steps = np.arange(1, curves.shape[1] + 1) * result.configs[i].batch_size
+                curve_with_band(ax, steps, curves, label(point), window, lw=1.2)
         return _finish(fig, ax, 7, legend_title=smoothing_legend(window), xlabel="environment steps",
                        ylabel="episode return (mean ± s.e. over seeds)", title=f"{result.base.env}: learning curves")
 
