@@ -30,6 +30,25 @@ def assert_trees_equal_to_float_rounding(actual, expected, atol=1e-7):
             np.testing.assert_array_equal(a, b, err_msg=jax.tree_util.keystr(path))
 
 
+def assert_metrics_csv_within_rounding(folder, reference, rows: int, rtol: float) -> None:
+    """Two run or sweep folders' metrics.csv, from the same runs on other process or device layouts:
+    `rows` rows each, the same columns, every cell equal or within `rtol` (relative; absolute
+    below 1)."""
+    import csv
+
+    def table(path):
+        with open(path / "metrics.csv") as f:
+            return list(csv.DictReader(f))
+
+    ours, theirs = table(folder), table(reference)
+    assert len(ours) == len(theirs) == rows
+    for a, b in zip(ours, theirs):
+        assert a.keys() == b.keys()
+        for key in a:
+            if a[key] != b[key]:
+                assert abs(float(a[key]) - float(b[key])) <= rtol * max(1.0, abs(float(b[key]))), (key, a[key], b[key])
+
+
 def assert_acyclic(graph: dict) -> None:
     """`graph` (name -> the names it imports) has no import cycle; the message shows one."""
     def visit(name, path):

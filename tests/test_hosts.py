@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from conftest import assert_metrics_csv_within_rounding
+
 TINY = ["train", "cartpole", "--seeds", "2", "--set", "total_timesteps=512", "--set", "num_envs=4",
         "--set", "num_steps=16", "--eval-episodes", "2", "--no-cache"]
 
@@ -283,22 +285,10 @@ def jax_leaves(tree):
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_four_processes_equal_one_within_float_rounding(tmp_path):
-    import csv
-
     args = ["train", "cartpole", "--seeds", "4", "--set", "total_timesteps=1024", "--set", "num_envs=4",
             "--set", "num_steps=16", "--eval-episodes", "0", "--no-cache"]
     results = start([args + ["--out", str(tmp_path / "four")]] * 4, explicit(4, _free_port(25000)), timeout=500)
     assert [c for c, _ in results] == [0] * 4, results
     [(code, output)] = start([args + ["--out", str(tmp_path / "one")]], [_env()], timeout=300)
     assert code == 0, output
-
-    def table(folder):
-        with open(folder / "metrics.csv") as f:
-            return list(csv.DictReader(f))
-
-    four, one = table(tmp_path / "four"), table(tmp_path / "one")
-    assert len(four) == len(one) == 4 * 16
-    for a, b in zip(four, one):
-        for key in a:
-            if a[key] != b[key] and "second" not in key:
-                assert abs(float(a[key]) - float(b[key])) <= 1e-4 * max(1.0, abs(float(b[key]))), (key, a[key], b[key])
+    assert_metrics_csv_within_rounding(tmp_path / "four", tmp_path / "one", rows=4 * 16, rtol=1e-4)

@@ -5,6 +5,8 @@ import textwrap
 
 import pytest
 
+from conftest import assert_metrics_csv_within_rounding
+
 SCRIPT = textwrap.dedent("""
     import json, jax, numpy as np, purejaxppo as ppo
     from purejaxppo.experiments.parallel import ShardedRuns
@@ -97,7 +99,6 @@ def test_two_processes_on_loopback_equal_one(tmp_path):
     """Multi-host for real: two processes joined by jax.distributed (gloo over 127.0.0.1)
     run one sweep, started with the same command; process 0 writes what a single process
     writes, process 1 nothing."""
-    import csv
     import os
     import socket
 
@@ -123,19 +124,7 @@ def test_two_processes_on_loopback_equal_one(tmp_path):
     single = subprocess.run([sys.executable, *args, "--out", str(tmp_path / "single")], env=base_env,
                             capture_output=True, text=True, timeout=600)
     assert single.returncode == 0, single.stderr[-3000:]
-
-    def table(folder):
-        with open(folder / "metrics.csv") as f:
-            return list(csv.DictReader(f))
-
-    multi, one = table(tmp_path / "multi"), table(tmp_path / "single")
-    assert len(multi) == len(one) == 4 * 4
-    for a, b in zip(multi, one):
-        assert a.keys() == b.keys()
-        for key in a:
-            if a[key] == b[key]:
-                continue
-            assert abs(float(a[key]) - float(b[key])) <= 1e-5 * max(1.0, abs(float(b[key]))), (key, a[key], b[key])
+    assert_metrics_csv_within_rounding(tmp_path / "multi", tmp_path / "single", rows=4 * 4, rtol=1e-5)
 
 
 def _tiny_runs():
