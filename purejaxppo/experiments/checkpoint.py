@@ -168,18 +168,33 @@ def _ocp():
     return ocp
 
 
-def _nbytes(tree) -> int:
-    return sum(np.asarray(x).nbytes for x in jax.tree.leaves(tree))
+def _nbytes(tree) -> int:  # global arrays of several processes included (np.asarray cannot read those)
+    return sum(int(np.prod(np.shape(x))) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(tree))
+
+
+def _sharded(tree) -> bool:
+    return any(getattr(x, "sharding", None) is not None for x in jax.tree.leaves(tree))
+
+
+def _rows(tree, rows: int):
+    """numpy leaves, the first `rows` of their leading axis: a checkpoint of several processes
+    holds the run axis padded as its layout was (devices x runs per device)."""
+    return jax.tree.map(lambda x: np.asarray(x)[:rows], tree)
 
 
 class Checkpoints:
     """The checkpoints of one run folder (`folder` = <run folder>/checkpoints).
 
-    `keep`: keep only the newest `keep` (None: all). Only process 0 writes; with several
-    processes, the others open the folder only to read it (a resume: from a filesystem all share).
+    `keep`: keep only the newest `keep` (None: all). `shared` (several processes, a
+    filesystem all of them share): every process opens it at the same point and calls `save`
+    with the same tree, global arrays sharded over the processes' devices (each writes the
+    shards it holds, numpy leaves are written by process 0, and orbax's barrier finalises the
+    checkpoint, renaming it into place, only once every process has finished its part); and
+    `restore` reads each process's shards into the sharding asked for. Without it, this
+    process alone (one process; or several, of which this one only reads a checkpoint).
     """
 
-    def __init__(self, folder: str | Path, keep: int | None = None, create: bool = True):
+    def __init__(self, folder: str | Path, keep: int | None = None, create: bool = True, shared: bool = False):
         ocp = _ocp()
         self.folder = Path(folder).absolute()
         if not create and not self.folder.is_dir():
@@ -187,11 +202,12 @@ class Checkpoints:
                                   "or it was started before checkpoints existed")
         if create:
             self.folder.mkdir(parents=True, exist_ok=True)
-        options = ocp.CheckpointManagerOptions(
-            max_to_keep=keep, create=False, enable_async_checkpointing=False,
-            # this process alone (several processes: the writer saves; each other one only reads, to resume)
-            multiprocessing_options=ocp.options.MultiprocessingOptions(primary_host=jax.process_index(),
-                                                                       active_processes={jax.process_index()}))
+        self.shared = shared and jax.process_count() > 1
+        multiprocessing = (ocp.options.MultiprocessingOptions(primary_host=0) if self.shared  # every process
+                           else ocp.options.MultiprocessingOptions(primary_host=jax.process_index(),
+                                                                   active_processes={jax.process_index()}))
+        options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=False, enable_async_checkpointing=False,
+                                               multiprocessing_options=multiprocessing)
         self._manager = ocp.CheckpointManager(self.folder, options=options)
         self.last_save_seconds = 0.0
         self.last_save_bytes = 0
@@ -235,22 +251,81 @@ class Checkpoints:
                                   f"({type(error).__name__}: {str(error).splitlines()[0][:200]})") from None
         return check_meta(meta, step, self.folder / str(step))
 
-    def restore(self, step: int | None, abstract_states: dict) -> tuple[dict, dict, dict]:
+    def restore(self, step: int | None, abstract_states: dict,
+                abstract_history: dict | None = None) -> tuple[dict, dict, dict]:
         """-> (states, metrics, meta) of a step (default: the newest complete one);
-        `abstract_states`: run set name -> the state's shapes (`jax.eval_shape`)."""
+        `abstract_states`: run set name -> the state's shapes (`jax.eval_shape`), numpy leaves
+        with as many runs as the sets have. Or, to resume over several processes, shapes with
+        a `sharding` (and `abstract_history` so too): global arrays in that layout, its run axis
+        padded or cut to its shape (zeros in the padding: rows a program computes and drops).
+        A checkpoint written by several processes holds the run axis padded as their layout
+        was; read into numpy (any number of processes), the padding is dropped."""
         ocp = _ocp()
         step = self._step(step)
         meta = self.meta(step)
+        where = self.folder / str(step)
+        runs = {name: len(info["runs"]) for name, info in meta["sets"].items()}
+        stored = self._stored(step, "state")
+        sharded = _sharded(abstract_states)
+        padded = sharded or any(getattr(x, "sharding", None) is not None for x in stored.values())
+        if padded:  # a run axis padded as another layout was, or to be padded as this one is
+            self._check_shapes(where, stored, abstract_states, runs)
+            if not sharded:  # numpy: each array read whole on this process, its padding cut off
+                here = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+                abstract_states = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=here),
+                                               abstract_states)
+                history = self._stored(step, "history")
+                abstract_history = {}
+                for key, leaf in history.items():
+                    name, _, metric = key.partition(".")
+                    abstract_history.setdefault(name, {})[metric] = jax.ShapeDtypeStruct(
+                        (runs.get(name, leaf.shape[0]), *leaf.shape[1:]), leaf.dtype, sharding=here)
         try:
             restored = self._manager.restore(step, args=ocp.args.Composite(
-                state=ocp.args.StandardRestore(abstract_states), history=ocp.args.StandardRestore()))
+                state=ocp.args.StandardRestore(abstract_states, strict=not padded),
+                history=(ocp.args.StandardRestore(abstract_history, strict=False) if padded and abstract_history
+                         else ocp.args.StandardRestore())))
         except Exception as error:
-            raise CheckpointError(f"{self.folder / str(step)}: unreadable or not matching this run's state "
+            raise CheckpointError(f"{where}: unreadable or not matching this run's state "
                                   f"({type(error).__name__}: {str(error).splitlines()[0][:200]})") from None
-        states = jax.tree.map(np.asarray, restored.state)
+        if sharded:
+            return dict(restored.state), dict(restored.history), meta
+        states = jax.tree.map(np.asarray, dict(restored.state))
         for name, abstract in abstract_states.items():
             for got, want in zip(jax.tree.leaves(states[name]), jax.tree.leaves(abstract)):
                 if got.shape != want.shape or got.dtype != want.dtype:
-                    raise CheckpointError(f"{self.folder / str(step)}: run set {name} holds {got.shape} {got.dtype} "
+                    raise CheckpointError(f"{where}: run set {name} holds {got.shape} {got.dtype} "
                                           f"where this run has {want.shape} {want.dtype}")
         return states, jax.tree.map(np.asarray, dict(restored.history)), meta
+
+    def _stored(self, step: int, item: str) -> dict:
+        """The arrays an item of a checkpoint holds, as stored: dotted name -> orbax's metadata
+        (shape, dtype, and the sharding it was saved from: None for numpy)."""
+        ocp = _ocp()
+        from etils import epath
+
+        try:
+            tree = ocp.StandardCheckpointHandler().metadata(epath.Path(self.folder / str(step) / item))
+            tree = getattr(tree, "tree", tree)
+        except Exception:  # noqa: BLE001 -- no metadata: orbax's read reports what is wrong
+            return {}
+        leaves = jax.tree_util.tree_leaves_with_path(tree, is_leaf=lambda x: hasattr(x, "shape"))
+        return {jax.tree_util.keystr(path, simple=True, separator="."): leaf for path, leaf in leaves
+                if hasattr(leaf, "shape")}
+
+    @staticmethod
+    def _check_shapes(where: Path, stored: dict, abstract_states: dict, runs: dict) -> None:
+        """Before a read that pads or cuts the run axis (orbax's strict=False would pad or cut
+        any axis): every other axis as stored, and at least as many rows as the set has runs."""
+        for name, abstract in abstract_states.items():
+            for path, want in jax.tree_util.tree_leaves_with_path(abstract):
+                key = f"{name}.{jax.tree_util.keystr(path, simple=True, separator='.')}"
+                got = stored.get(key)
+                if got is None:
+                    if stored:
+                        raise CheckpointError(f"{where}: run set {name} holds no {key}: not this run's state")
+                    continue
+                shape = tuple(got.shape)
+                if shape[1:] != tuple(want.shape[1:]) or not shape or shape[0] < runs.get(name, 0):
+                    raise CheckpointError(f"{where}: run set {name} holds {shape} where this run has "
+                                          f"{runs.get(name)} runs of {tuple(want.shape[1:])}")

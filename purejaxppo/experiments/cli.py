@@ -308,15 +308,17 @@ def run_command(args) -> int:
     if args.wandb:
         check_wandb()
 
-    writer = is_writer()  # several processes: each computes its shard, process 0 writes, all read a resume
-    # (the folder on a filesystem every host shares: each reads the newest checkpoint itself)
-    reader = folder.checkpoints(create=False) if resuming and not writer else None
-    if resuming and writer:
-        folder.lock("--resume")
-    elif writer:
-        folder = RunFolder.claim(args.out, args.command, planned.base.env)  # and locked
+    writer = is_writer()  # several processes: each computes its shard, process 0 writes the folder's files
+    shared = None  # several processes: the checkpoints, which every process saves its shards into
+    if jax.process_count() == 1:
+        if resuming:
+            folder.lock("--resume")
+        else:
+            folder = RunFolder.claim(args.out, args.command, planned.base.env)  # and locked
+    else:  # (the folder on a filesystem every host shares)
+        folder, shared = _shared_folder(args, planned, folder, resuming, meta["keep"])
     try:
-        return _run(args, meta, planned, folder if writer else None, resuming, reader)
+        return _run(args, meta, planned, folder if writer else None, resuming, shared)
     except Stopped as stop:
         stop.outcome = _stopped(args, folder if writer else None)
         raise
@@ -329,6 +331,41 @@ def run_command(args) -> int:
     finally:
         if folder is not None:
             folder.unlock()
+
+
+def _shared_folder(args, planned, folder, resuming: bool, keep):
+    """Several processes: the writer claims (or locks) the folder and makes its checkpoints/;
+    every other process learns its path (one broadcast) -> (the folder, or None on a process
+    that does not write; the checkpoints, opened by every process together)."""
+    from jax.experimental import multihost_utils
+
+    claimed, error = None, None
+    if is_writer():
+        try:
+            if resuming:
+                folder.lock("--resume")
+                claimed = folder
+            else:
+                claimed = RunFolder.claim(args.out, args.command, planned.base.env)
+            (claimed.path / "checkpoints").mkdir(exist_ok=True)
+        except (ConfigError, OSError) as failed:
+            if claimed is not None:
+                claimed.unlock()
+            claimed, error = None, failed
+    text = str(claimed.path.absolute()).encode() if claimed is not None else b""
+    size = 4096
+    if len(text) > size:
+        raise ConfigError("--out", str(claimed.path), f"a path of more than {size} bytes")
+    buffer = np.frombuffer(text.ljust(size, b"\0"), np.uint8)
+    path = bytes(np.asarray(multihost_utils.broadcast_one_to_all(buffer))).rstrip(b"\0").decode()
+    if error is not None:
+        raise error
+    if not path:
+        raise ConfigError("--resume" if resuming else "--out", args.resume or args.out or "runs/",
+                          "process 0 could not claim the folder (its own line says why)")
+    folder = claimed if is_writer() else RunFolder(path, args.command)
+    checkpoints = folder.checkpoints(keep=keep, create=False, shared=True)
+    return (folder if is_writer() else None), checkpoints
 
 
 def _resume_command(args, folder) -> str:
@@ -361,15 +398,15 @@ def _lost(args, folder, lost) -> str:
                                           "untouched,", 1) + details
 
 
-def _run(args, meta, planned, folder, resuming, reader=None) -> int:
+def _run(args, meta, planned, folder, resuming, shared=None) -> int:
     """Run the plan, and write the results; `folder`: the run folder, locked (None: a process that
-    does not write; `reader`: the checkpoints it resumes from)."""
+    does not write); `shared`: several processes' checkpoints, which each saves its shards into."""
     base, spec, groups = planned.base, planned.spec, planned.groups
     writer = folder is not None
     if writer and not folder.config_file.exists():  # a new folder's, or a resumed one's that was deleted
         folder.write_config(base, spec)
     console = Console()
-    checkpoints = folder.checkpoints(keep=meta["keep"]) if writer else None
+    checkpoints = shared if shared is not None else folder.checkpoints(keep=meta["keep"])
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as bar:
@@ -404,7 +441,7 @@ def _run(args, meta, planned, folder, resuming, reader=None) -> int:
         try:
             result = run_plan(planned, first_seed=meta["first_seed"], max_parallel=meta["max_parallel"],
                               on_group=on_group, checkpoints=checkpoints, checkpoint_every=meta["checkpoint_every"],
-                              resume=resuming, meta=meta, progress=live, restore_from=reader)
+                              resume=resuming, meta=meta, progress=live)
         finally:
             live.close()
     if not writer:

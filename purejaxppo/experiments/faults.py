@@ -137,13 +137,14 @@ def agreed_stop() -> Stopped | None:
     return None if process is None else Stopped(int(received[process]), process)
 
 
-def wait_ready(outs):
-    """`outs` computed, as numpy: polled rather than blocked on, so that the main thread
-    keeps running Python and a stop signal lands within ~50 ms, not when the program ends."""
+def wait_ready(outs, numpy: bool = True):
+    """`outs` computed, as numpy (`numpy=False`: as they are, e.g. global arrays of several
+    processes): polled rather than blocked on, so that the main thread keeps running Python
+    and a stop signal lands within ~50 ms, not when the program ends."""
     for leaf in jax.tree.leaves(outs):
-        while isinstance(leaf, jax.Array) and not leaf.is_ready():  # (several processes: numpy, gathered)
+        while isinstance(leaf, jax.Array) and not leaf.is_ready():
             time.sleep(0.05)
-    return jax.tree.map(np.asarray, outs)
+    return jax.tree.map(np.asarray, outs) if numpy else outs
 
 
 class LostProcess(Exception):

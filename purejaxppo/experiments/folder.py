@@ -98,8 +98,8 @@ class _Checkpoints(Checkpoints):
     does not stop the run. It is said once, in one line; its partial files are removed (they
     would hold the space the results need); the folder remembers the step (`unsaved`)."""
 
-    def __init__(self, run_folder: RunFolder, keep: int | None, create: bool):
-        super().__init__(run_folder.path / "checkpoints", keep=keep, create=create)
+    def __init__(self, run_folder: RunFolder, keep: int | None, create: bool, shared: bool = False):
+        super().__init__(run_folder.path / "checkpoints", keep=keep, create=create, shared=shared)
         self._run_folder = run_folder
 
     def save(self, step: int, states: dict, metrics: dict, meta: dict) -> None:
@@ -219,8 +219,9 @@ class RunFolder:
             raise ConfigError("--out", str(self.path), f"cannot write {self.config_file.name}: "
                               f"{error.strerror}") from None
 
-    def checkpoints(self, keep: int | None = None, create: bool = True) -> Checkpoints:
-        return _Checkpoints(self, keep, create)
+    def checkpoints(self, keep: int | None = None, create: bool = True, shared: bool = False) -> Checkpoints:
+        """`shared`: several processes' (each saves its shards; see `Checkpoints`)."""
+        return _Checkpoints(self, keep, create, shared)
 
     def newest_checkpoint(self) -> int | None:
         """The step of the newest complete checkpoint; None if there is none."""

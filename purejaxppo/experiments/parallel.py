@@ -7,8 +7,10 @@ backend) makes each core a host device, so runs spread over the cores.
 
 Several processes (hosts): after `init_distributed()` (explicit JAX_* variables, or a
 cluster JAX detects: SLURM, Open MPI, a TPU pod) every process builds the
-same inputs, computes the shard on its own devices, and gets the gathered outputs;
-only `is_writer()` (process 0) should write them.
+same inputs and computes the shard on its own devices. A call gathers the outputs to every
+process; `held=True` leaves them where they lie (global `jax.Array`s, padded, each process
+holding its own shards: the learner states), and `small_to_writer` gathers the small ones
+(metrics, returns) for the writer alone. Only `is_writer()` (process 0) writes.
 
 Memory is checked before anything runs, so a sweep too big for the device fails with a
 clear error instead of an out-of-memory crash (on a CPU: the kernel killing the process).
@@ -308,6 +310,11 @@ class ShardedRunSets:
         # each run set's outputs, leading axis its runs (the padding dropped, as `__call__` does)
         self.out_shapes = [jax.tree.map(lambda x, n=layout.num_runs: jax.ShapeDtypeStruct((n, *x.shape[1:]), x.dtype), out)
                            for out, layout in zip(lowered.out_info, self._layouts)]
+        # ... and as `held=True` leaves them: padded, sharded over the devices
+        self.held_shapes = [jax.tree.map(lambda x, sharding=sharding: jax.ShapeDtypeStruct(x.shape, x.dtype,
+                                                                                           sharding=sharding), out)
+                            for out, sharding in zip(lowered.out_info, self._shardings)]
+        self.num_runs_per_set = [layout.num_runs for layout in self._layouts]
         if memory_bytes is not None:  # before compiling: the results alone must fit
             results = sum(_nbytes(out) // layout.devices for out, layout in zip(lowered.out_info, self._layouts))
             if results > memory_bytes:
@@ -347,17 +354,35 @@ class ShardedRunSets:
 
     def _lay_out(self, all_args):
         """Each run set's args, padded to devices x runs per device and placed on the
-        devices: every process holds the same inputs and places the slices of its own."""
+        devices: every process holds the same inputs and places the slices of its own.
+        Several processes: an arg that is already a global array laid out so (an output
+        `held=True` left where it lies) stays where it is."""
         placed = []
         for args, layout, sharding in zip(all_args, self._layouts, self._shardings):
+            def held(x, layout=layout, sharding=sharding):
+                return (isinstance(x, jax.Array) and jax.process_count() > 1 and x.shape[0] == layout.padded
+                        and x.sharding.is_equivalent_to(sharding, x.ndim))
+
+            if any(held(x) for x in jax.tree.leaves(args)):
+                def place(x, layout=layout, sharding=sharding, held=held):
+                    if held(x):
+                        return x
+                    x = np.asarray(x)
+                    if x.shape[0] < layout.padded:
+                        x = np.concatenate([x, np.repeat(x[-1:], layout.padded - x.shape[0], axis=0)])
+                    return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+                placed.append(jax.tree.map(place, args))
+                continue
             padded = jax.tree.map(np.asarray, _pad(args, layout.padded))
             placed.append(jax.tree.map(
                 lambda x: jax.make_array_from_callback(x.shape, sharding, lambda index: x[index]), padded))
         return placed
 
-    def __call__(self, all_args=None) -> list:
+    def __call__(self, all_args=None, held: bool = False) -> list:
         """Run on the args it was built with, or on new args of the same shapes (one args
-        tuple per run set) -> one output per run set."""
+        tuple per run set) -> one output per run set. `held`: the outputs as they lie, padded
+        global arrays (`held_shapes`), gathered nowhere (several processes: each holds its shards)."""
         if all_args is not None:
             placed = self._lay_out(list(all_args))
         elif self._args is None:
@@ -365,12 +390,28 @@ class ShardedRunSets:
         else:
             placed = self._args
         outs = self._compiled(placed)
+        if held:
+            return list(outs)
         if jax.process_count() > 1:  # every process gets every run's results (as numpy)
             from jax.experimental import multihost_utils
 
             outs = multihost_utils.process_allgather(outs, tiled=True)
         return [jax.tree.map(lambda x, layout=layout: x[:layout.num_runs], out)
                 for out, layout in zip(outs, self._layouts)]
+
+
+def small_to_writer(tree, num_runs: int):
+    """Small outputs left where they lie (metrics, returns: global arrays with a padded
+    leading run axis) -> on the writer (process 0), numpy with the first `num_runs` rows;
+    on every other process None. One all-gather of these small parts only: the learner
+    states never go through it. One process: numpy, the padding dropped."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        tree = multihost_utils.process_allgather(tree, tiled=True)
+        if not is_writer():
+            return None
+    return jax.tree.map(lambda x: np.asarray(x)[:num_runs], tree)
 
 
 class ShardedRuns(ShardedRunSets):

@@ -31,6 +31,7 @@ import time
 from typing import Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
@@ -38,7 +39,7 @@ from purejaxppo.experiments.faults import agreed_stop, deferred, stop_signals, w
 from purejaxppo.config import HParams, PPOConfig
 from purejaxppo.envs import Env
 from purejaxppo.errors import ResourceError
-from purejaxppo.experiments.parallel import ShardedRunSets
+from purejaxppo.experiments.parallel import ShardedRunSets, small_to_writer
 from purejaxppo.train import EVAL_MODES, Learner, TrainResult
 
 PROGRESS_POINTS = 25  # progress reports per run, from the host (measured: benchmarks/logging_overhead.py)
@@ -71,6 +72,23 @@ def _stack(parts: list[dict]) -> dict:
     return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *parts)
 
 
+def _stack_held(parts: list) -> dict:
+    """Chunks' metrics left where they lie (several processes), joined along the updates: each
+    device joins its own runs' rows, nothing moves between processes."""
+    return parts[0] if len(parts) == 1 else jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1), *parts)
+
+
+def finite_runs(state, num_runs: int) -> np.ndarray | None:
+    """Per run, whether every parameter is finite: from numpy states, or from states left
+    where they lie (several processes: a per-run flag, gathered to the writer; None elsewhere)."""
+    leaves = jax.tree.leaves(state.params)
+    if all(isinstance(x, np.ndarray) for x in leaves):
+        return np.all([np.all(np.isfinite(x), axis=tuple(range(1, x.ndim))) for x in leaves], axis=0)
+    flags = jax.jit(lambda params: jnp.all(jnp.stack([jnp.all(jnp.isfinite(x.reshape(x.shape[0], -1)), axis=1)
+                                                      for x in jax.tree.leaves(params)]), axis=0))(state.params)
+    return small_to_writer(flags, num_runs)
+
+
 def progress_chunk(num_updates: int, points: int = PROGRESS_POINTS) -> int:
     """The chunk of updates between progress reports: the largest divisor of `num_updates`
     (the fewest chunks, each one dispatch from the host, all one program) giving between
@@ -85,7 +103,8 @@ def progress_chunk(num_updates: int, points: int = PROGRESS_POINTS) -> int:
 class _Programs:
     """A group's compiled programs and its progress."""
 
-    def __init__(self, sets: list[RunSet], chunk_updates, eval_episodes, max_parallel, progress):
+    def __init__(self, sets: list[RunSet], chunk_updates, eval_episodes, max_parallel, progress,
+                 holds_all: bool = False):
         self.sets = sets
         self.num_updates = sets[0].config.num_updates
         # progress is reported from the host after each chunk: the checkpoints' chunks, or progress_chunk's
@@ -112,7 +131,10 @@ class _Programs:
                 raise ResourceError("eval_episodes", eval_episodes, f"the final evaluation of {eval_episodes} "
                                     f"episodes per run does not fit ({error.rule}); evaluate fewer episodes "
                                     f"(--eval-episodes, sweep.eval_episodes)") from None
-        self.states = None                       # per set, numpy, once started
+        # several processes (and no `between`, which reads every run): the states stay where
+        # they lie, global arrays padded to the layout, each process holding its devices' runs
+        self.held = jax.process_count() > 1 and not holds_all
+        self.states = None                       # per set, numpy (held: global arrays), once started
         self.metrics: list[list[dict]] = [[] for _ in sets]
         self.updates_done = 0
 
@@ -124,9 +146,24 @@ class _Programs:
         """Every set's final policies on fresh episodes, greedy and sampled:
         [{"deterministic": [n, episodes], "stochastic": [n, episodes]}] per set."""
         modes = {name: wait_ready(self.evaluate([(state, np.full(len(s.runs), deterministic))
-                                                 for s, state in zip(self.sets, self.states)]))
+                                                 for s, state in zip(self.sets, self.states)], held=self.held),
+                                  numpy=not self.held)
                  for name, deterministic in EVAL_MODES.items()}
+        if self.held:  # the returns to the writer alone ({} elsewhere)
+            modes = {name: [small_to_writer(r, len(s.runs)) for r, s in zip(returns, self.sets)]
+                     for name, returns in modes.items()}
+            return [{name: returns[i] for name, returns in modes.items() if returns[i] is not None}
+                    for i in range(len(self.sets))]
         return [{name: returns[i] for name, returns in modes.items()} for i in range(len(self.sets))]
+
+    def metrics_so_far(self) -> list:
+        """Per set, the metrics of every chunk done, joined (held: global arrays, the chunks
+        joined once: a later save joins only what came since)."""
+        if not self.held:
+            return [_stack(parts) for parts in self.metrics]
+        for parts in self.metrics:
+            parts[:] = [_stack_held(parts)]
+        return [parts[0] for parts in self.metrics]
 
     def chunk_program(self, updates: int) -> ShardedRunSets:
         if updates not in self._chunks:
@@ -167,7 +204,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     for g, sets in enumerate(groups):
         if on_group is not None:
             on_group(g, sum(len(s.runs) for s in sets))
-        group = _Programs(sets, chunk_updates, eval_episodes, max_parallel, progress)
+        group = _Programs(sets, chunk_updates, eval_episodes, max_parallel, progress, holds_all=between is not None)
         compiled.append(group)
 
     if resume:
@@ -177,7 +214,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
         started = [group for group in compiled if group.states is not None]
         step = sum(group.updates_done for group in started)
         states = {s.name: state for group in started for s, state in zip(group.sets, group.states)}
-        metrics = {s.name: _stack(parts) for group in started for s, parts in zip(group.sets, group.metrics)}
+        metrics = {s.name: joined for group in started for s, joined in zip(group.sets, group.metrics_so_far())}
         done = {s.name: group.updates_done for group in started for s in group.sets}
         configs = {s.name: {"config": s.config.to_dict(), "runs": s.runs,
                             "run_configs": [c.to_dict() for c in s.run_configs]}
@@ -193,11 +230,12 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
         for group in compiled:
             start = time.perf_counter()
             if group.states is None:
-                group.states = wait_ready(group.init())
+                group.states = wait_ready(group.init(held=group.held), numpy=not group.held)
             while group.updates_done < group.num_updates:
                 updates = min(group.chunk, group.num_updates - group.updates_done)
                 outs = wait_ready(group.chunk_program(updates)([(state, s.hparams)
-                                                                 for state, s in zip(group.states, group.sets)]))
+                                                                 for state, s in zip(group.states, group.sets)],
+                                                                held=group.held), numpy=not group.held)
                 group.states = [state for state, _ in outs]
                 for parts, (_, metrics) in zip(group.metrics, outs):
                     parts.append(metrics)
@@ -206,8 +244,10 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
                     group.states = between(group.sets, group.states, [metrics for _, metrics in outs],
                                            group.updates_done)
                 if group.progress is not None:
-                    for state in group.states:
-                        for ret in np.asarray(state.last_episode_return).reshape(-1):
+                    for state, s in zip(group.states, group.sets):
+                        returns = (small_to_writer(state.last_episode_return, len(s.runs)) if group.held
+                                   else state.last_episode_return)
+                        for ret in np.asarray([] if returns is None else returns).reshape(-1):
                             group.progress(group.updates_done, ret)
                 timings.run_seconds += time.perf_counter() - start
                 chunks_done = group.updates_done // group.chunk
@@ -223,8 +263,10 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
             if group.evaluate is not None:
                 evaluation = group.evaluation()
             timings.run_seconds += time.perf_counter() - start
-            for s, state, parts, ev in zip(group.sets, group.states, group.metrics, evaluation):
-                results[s.name] = TrainResult(state, _stack(parts), ev)
+            for s, state, metrics, ev in zip(group.sets, group.states, group.metrics_so_far(), evaluation):
+                if group.held:  # the metrics to the writer alone (None elsewhere); the states stay where they lie
+                    metrics = small_to_writer(metrics, len(s.runs))
+                results[s.name] = TrainResult(state, metrics, ev)
     timings.compiles = sum(len(group.programs) for group in compiled)
     timings.compile_seconds = sum(p.compile_seconds for group in compiled for p in group.programs)
     return results, timings
@@ -239,8 +281,19 @@ def _restore(compiled: list[_Programs], checkpoints: Checkpoints, between=None) 
     unknown = sorted(set(done) - set(by_name))
     if unknown:
         raise CheckpointError(f"{checkpoints.folder}: run sets {unknown} are not part of this run")
-    abstract = {name: by_name[name][0].shapes[by_name[name][1]] for name in done}
-    states, metrics, _ = checkpoints.restore(None, abstract)
+    held = any(group.held for group in compiled)
+    if held:  # several processes: into the layout of this run, each process reading its shards
+        abstract = {name: by_name[name][0].init.held_shapes[by_name[name][1]] for name in done}
+        history = {}
+        for name in done:
+            group, i = by_name[name]
+            _, chunk_metrics = group.chunk_program(group.chunk).held_shapes[i]
+            history[name] = jax.tree.map(lambda x: jax.ShapeDtypeStruct((x.shape[0], done[name], *x.shape[2:]),
+                                                                        x.dtype, sharding=x.sharding), chunk_metrics)
+        states, metrics, _ = checkpoints.restore(None, abstract, history)
+    else:
+        abstract = {name: by_name[name][0].shapes[by_name[name][1]] for name in done}
+        states, metrics, _ = checkpoints.restore(None, abstract)
     for group in compiled:
         names = [s.name for s in group.sets]
         present = [name in done for name in names]

@@ -44,7 +44,7 @@ from purejaxppo.errors import NO_VALUE, integer
 from purejaxppo.experiments.checkpoint import Checkpoints
 from purejaxppo.experiments.diagnosis import DIAGNOSIS_DEFAULTS
 from purejaxppo.experiments.pbt import Population, check_interval, initial_points, make_pbt
-from purejaxppo.experiments.runs import RunSet, Timings, execute
+from purejaxppo.experiments.runs import RunSet, Timings, execute, finite_runs
 from purejaxppo.experiments.search import check_distribution, draw, is_number
 from purejaxppo.train import TrainResult
 
@@ -443,8 +443,12 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
     diverged = np.zeros(planned.runs, bool)
     for run_set in (s for sets in run_sets for s in sets):
         out = outputs[run_set.name]
-        finite_params = np.all([np.all(np.isfinite(x), axis=tuple(range(1, x.ndim)))
-                                for x in jax.tree.leaves(out.state.params)], axis=0)
+        finite_params = finite_runs(out.state, len(run_set.runs))  # every process (several: a collective)
+        if not all(isinstance(x, np.ndarray) for x in jax.tree.leaves(out.state)):
+            # several processes: the final states stay where they lie (in the checkpoint), not in the result
+            outputs[run_set.name] = out = dataclasses.replace(out, state=None)
+        if finite_params is None or out.metrics is None:  # a process that does not write
+            continue
         finite_loss = np.all(np.isfinite(out.metrics["total_loss"]), axis=1)
         diverged[run_set.runs] = ~(finite_params & finite_loss)
     return SweepResult(points, configs, runs, [s for sets in run_sets for s in sets], outputs, diverged, len(groups),
