@@ -292,3 +292,79 @@ def test_four_processes_equal_one_within_float_rounding(tmp_path):
     [(code, output)] = start([args + ["--out", str(tmp_path / "one")]], [_env()], timeout=300)
     assert code == 0, output
     assert_metrics_csv_within_rounding(tmp_path / "four", tmp_path / "one", rows=4 * 16, rtol=1e-4)
+
+
+HELD = r"""
+import json, sys
+from purejaxppo.experiments.parallel import init_distributed
+init_distributed()
+import jax, numpy as np
+import purejaxppo as ppo
+from purejaxppo.experiments import sweep as sw
+from purejaxppo.experiments.checkpoint import Checkpoints
+
+seen = {}
+def spy(*args, **kwargs):  # what execute hands back to this process, before run_plan reads it
+    results, timings = execute(*args, **kwargs)
+    for name, out in results.items():
+        seen["rows"] = [sum(s.data.shape[0] for s in x.addressable_shards) if isinstance(x, jax.Array)
+                        else x.shape[0] for x in jax.tree.leaves(out.state)]
+        seen["metrics"] = None if out.metrics is None else int(out.metrics["total_loss"].shape[0])
+    return results, timings
+execute, sw.execute = sw.execute, spy
+base = ppo.load_config("configs/cartpole.yaml", {"total_timesteps": 640, "num_envs": 4, "num_steps": 16})
+checkpoints = Checkpoints(sys.argv[1], shared=True)
+result = sw.run_plan(sw.plan(base, sw.make_spec(seeds=4)), checkpoints=checkpoints, checkpoint_every=5)
+print("HELD", json.dumps({**seen, "state": result.outputs["group0-epochs4"].state is None,
+                          "diverged": result.diverged.tolist(), "steps": checkpoints.steps()}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_process_that_does_not_write_holds_only_its_own_runs_states_and_no_metrics(tmp_path):
+    """Issue 29, item 5: of 4 runs over 2 processes, each process holds its 2 runs' learner
+    states (never gathered), only the writer receives the metrics; the checkpoints, each
+    process saving its shards, read back into one process whole."""
+    import json
+
+    import numpy as np
+
+    from purejaxppo.experiments.checkpoint import Checkpoints
+
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    procs = [subprocess.Popen([sys.executable, "-c", HELD, str(folder)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for env in explicit(2, _free_port(26000))]
+    try:
+        outputs = [p.communicate(timeout=350)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    seen = [json.loads(next(line for line in out.splitlines() if line.startswith("HELD "))[5:]) for out in outputs]
+    for held in seen:
+        assert set(held["rows"]) == {2}, held  # 2 of the 4 runs' states, on either process
+        assert held["state"] and held["steps"] == [5, 10], held
+    assert seen[0]["metrics"] == 4 and seen[1]["metrics"] is None, seen
+    assert seen[0]["diverged"] == [False] * 4
+    import purejaxppo as ppo
+    shapes = jax_shapes(ppo.load_config("configs/cartpole.yaml",
+                                        {"total_timesteps": 640, "num_envs": 4, "num_steps": 16}))
+    states, metrics, meta = Checkpoints(folder, create=False).restore(None, {"group0-epochs4": shapes})
+    assert meta["updates_done"] == {"group0-epochs4": 10}
+    assert {x.shape[0] for x in jax_leaves(states)} == {4}
+    assert metrics["group0-epochs4"]["total_loss"].shape[:2] == (4, 10)
+    assert np.all(np.asarray(states["group0-epochs4"].updates_done) == 10)
+
+
+def jax_shapes(config):
+    """A run set's learner state shapes, 4 runs."""
+    import jax
+    import numpy as np
+
+    from purejaxppo.train import Learner
+
+    learner = Learner(config)
+    return jax.eval_shape(jax.vmap(learner.init), jax.ShapeDtypeStruct((4, 2), np.uint32))
