@@ -5,8 +5,8 @@ for 1, 2 and 4 processes joined over 127.0.0.1 (gloo), one CPU device each
     python -m benchmarks.hosts [--seeds 4] [--processes 1,2,4] [--out benchmarks/results/...md]
 
 Each process's peak resident memory is its `ru_maxrss` (os.wait4); the time per chunk is
-the writer's reported run time over the chunks (`--checkpoint-every`: a chunk includes its
-checkpoint and the gather of its results to every process).
+the writer's reported run time over the chunks (`--checkpoint-every`: a chunk includes the
+agreement on a stop and its checkpoint, to which every process saves its shards).
 """
 
 from __future__ import annotations
