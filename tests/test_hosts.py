@@ -368,3 +368,27 @@ def jax_shapes(config):
 
     learner = Learner(config)
     return jax.eval_shape(jax.vmap(learner.init), jax.ShapeDtypeStruct((4, 2), np.uint32))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(500)
+def test_2_processes_resume_a_1_process_checkpoint_into_their_padded_layout_within_rounding(tmp_path):
+    """3 runs over 2 devices are padded to 4: a checkpoint of one process (3 rows) is read into
+    that layout (the padding row zeros), and the run ends as the one process's within rounding."""
+    import shutil
+
+    args = ["train", "cartpole", "--seeds", "3", "--set", "total_timesteps=2560", "--set", "num_envs=4",
+            "--set", "num_steps=16", "--checkpoint-every", "20", "--eval-episodes", "2", "--no-cache"]
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    [(code, output)] = start([args + ["--out", str(whole)]], [_env()])
+    assert code == 0, output
+    shutil.copytree(whole, cut)
+    shutil.rmtree(cut / "checkpoints" / "40")  # as if stopped after update 20
+    for name in ("metrics.csv", "summary.json", "summary.md", "learning_curve.png"):
+        (cut / name).unlink(missing_ok=True)
+    results = start([["train", "--resume", str(cut)]] * 2, explicit(2, _free_port(27000)))
+    assert [c for c, _ in results] == [0, 0], results
+    assert _complete_checkpoints(cut) == [20, 40]
+    assert sorted(p.name for p in (cut / "checkpoints" / "40" / "state").glob("ocdbt.process_*")) == [
+        "ocdbt.process_0", "ocdbt.process_1"]  # each process saved its shards
+    assert_metrics_csv_within_rounding(cut, whole, rows=3 * 40, rtol=1e-4)
