@@ -359,24 +359,14 @@ class ShardedRunSets:
         `held=True` left where it lies) stays where it is."""
         placed = []
         for args, layout, sharding in zip(all_args, self._layouts, self._shardings):
-            def held(x, layout=layout, sharding=sharding):
-                return (isinstance(x, jax.Array) and jax.process_count() > 1 and x.shape[0] == layout.padded
-                        and x.sharding.is_equivalent_to(sharding, x.ndim))
+            def place(x, layout=layout, sharding=sharding):
+                if (isinstance(x, jax.Array) and jax.process_count() > 1 and x.shape[0] == layout.padded
+                        and x.sharding.is_equivalent_to(sharding, x.ndim)):
+                    return x  # held where it lies
+                x = np.asarray(_pad(x, layout.padded))
+                return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
 
-            if any(held(x) for x in jax.tree.leaves(args)):
-                def place(x, layout=layout, sharding=sharding, held=held):
-                    if held(x):
-                        return x
-                    x = np.asarray(x)
-                    if x.shape[0] < layout.padded:
-                        x = np.concatenate([x, np.repeat(x[-1:], layout.padded - x.shape[0], axis=0)])
-                    return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
-
-                placed.append(jax.tree.map(place, args))
-                continue
-            padded = jax.tree.map(np.asarray, _pad(args, layout.padded))
-            placed.append(jax.tree.map(
-                lambda x: jax.make_array_from_callback(x.shape, sharding, lambda index: x[index]), padded))
+            placed.append(jax.tree.map(place, args))
         return placed
 
     def __call__(self, all_args=None, held: bool = False) -> list:
