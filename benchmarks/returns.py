@@ -89,7 +89,8 @@ def read_result(results: Path, name: str) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def is_current(result: dict | None, name: str, seeds: int) -> bool:
+def is_current(result: dict | None, name: str, seeds: int = 0) -> bool:
+    """Measured with the config file as it is now, with at least `seeds` seeds."""
     return result is not None and result["config_sha"] == config_sha(name) and result["seeds"] >= seeds
 
 
@@ -198,8 +199,7 @@ def met(mean: float, se: float, reference) -> str:
 
 def row(name: str, ref: dict, result: dict | None) -> dict:
     """One line of the table: the measured numbers (None where not measured) and the reference."""
-    out = {"config": name, "reference": ref, "result": result, "current": result is not None and
-           result["config_sha"] == config_sha(name)}
+    out = {"config": name, "reference": ref, "result": result, "current": is_current(result, name)}
     if result is not None:
         out["mean"], out["se"] = stats.mean_se(result["eval_return_sampled"])
         out["iqm"] = stats.interquartile_mean(result["eval_return_sampled"])
@@ -227,14 +227,14 @@ def render(rows: list[dict], hardware: str, command: str) -> str:
              "References, their sources and the notes: `purejaxppo/configs/references.yaml`. Per-config results "
              "(per-seed numbers, raw curves, versions, machine): `benchmarks/results/returns/<config>.json`.", "",
              "| config | env | seeds | steps | final policy (sampled) | IQM [95% CI] | training return (last update) "
-             "| reference | met? | minutes |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| reference | met? | minutes | machine |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ref = r["reference"]
         if r["result"] is None:
             shipped = _shipped(r["config"])
             lines.append(f"| {r['config']} | {shipped['env']} | — | {configs.steps_text(shipped['total_timesteps'])} | "
-                         f"not measured yet | | | {reference_cell(r['config'])} | | |")
+                         f"not measured yet | | | {reference_cell(r['config'])} | | | |")
             continue
         res = r["result"]
         iqm, low, high = r["iqm"]
@@ -243,8 +243,8 @@ def render(rows: list[dict], hardware: str, command: str) -> str:
             f"| {r['config']} | {res['env']} | {res['seeds']} | {configs.steps_text(res['total_timesteps'])} | "
             f"{report.format_mean_se(r['mean'], r['se'])}{stale} | {_num(iqm)} [{_num(low)}, {_num(high)}] | "
             f"{report.format_mean_se(*r['train'])} | {reference_cell(r['config'])} | {r['met']} | "
-            f"{_minutes(res['wall_s'] / 60 if res['wall_s'] else None)} |")
-    lines += ["", "minutes: wall time of the training command on this machine, all seeds at once, compile "
+            f"{_minutes(res['wall_s'] / 60 if res['wall_s'] else None)} | {machine_cell(res['machine'])} |")
+    lines += ["", "minutes: wall time of the training command on the row's machine, all seeds at once, compile "
               "included (summed over its legs when a run was stopped and resumed; for a run folder the case did "
               "not start itself, its own compile and run seconds).", "", "## Notes", ""]
     for r in rows:
@@ -257,6 +257,13 @@ def render(rows: list[dict], hardware: str, command: str) -> str:
     dates = sorted({r["result"]["date"] for r in measured})
     return "\n".join(lines + per_seed + ["", f"Measured {', '.join(dates) or '—'}; versions: "
                                           + ", ".join(f"{k} {v}" for k, v in versions.items()), ""])
+
+
+def machine_cell(machine: dict) -> str:
+    """Where a result was measured: its minutes are that machine's (results of several machines mix in one table)."""
+    if machine.get("backend") == "cpu":
+        return f"{machine.get('cpu', 'CPU')}, {machine.get('cores', '?')} cores"
+    return f"{machine.get('devices', 1)} x {machine.get('device_kind', machine.get('backend', '?'))}"
 
 
 def _minutes(m) -> str:

@@ -95,8 +95,10 @@ def test_a_run_folder_becomes_a_result_and_a_table_row(tmp_path):
     text = md.read_text()
     mean, se = stats.mean_se(result["eval_return_sampled"])
     row = next(line for line in text.splitlines() if line.startswith("| cartpole |"))
-    assert f"| {returns.met(mean, se, 500)} | 0.7 |" in row and "500 at 1.5e5 steps (PPO, gymnax README)" in row
+    machine = result["machine"]
+    assert f"| {returns.met(mean, se, 500)} | 0.7 | {machine['cpu']}, {machine['cores']} cores |" in row and "500 at 1.5e5 steps (PPO, gymnax README)" in row
     assert "| acrobot | Acrobot-v1 | — | 5e5 | not measured yet |" in text
+    assert returns.machine_cell({"backend": "gpu", "devices": 1, "device_kind": "NVIDIA H200"}) == "1 x NVIDIA H200"
     assert png.read_bytes().startswith(b"\x89PNG")
     assert returns.write_table(configs.references(), ["cartpole"], results, tmp_path, "cpu", "cmd")[0].name == \
         md.name.replace(".md", "-2.md")  # a table is never replaced
