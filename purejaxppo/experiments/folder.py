@@ -38,7 +38,7 @@ from purejaxppo.config import ConfigError, PPOConfig, make_config
 from purejaxppo.errors import ResourceError
 from purejaxppo.experiments import compile_cache, report
 from purejaxppo.experiments.checkpoint import RUN_SETTINGS, CheckpointError, Checkpoints
-from purejaxppo.experiments.faults import Failures, wait_ready
+from purejaxppo.experiments.faults import Failures, lost_process, wait_ready
 from purejaxppo.experiments.parallel import free_memory_bytes
 from purejaxppo.train import Learner
 
@@ -106,6 +106,9 @@ class _Checkpoints(Checkpoints):
         try:
             super().save(step, states, metrics, meta)
         except Exception as error:  # noqa: BLE001 -- orbax raises many kinds (tensorstore: ValueError)
+            lost = lost_process(error) if self.shared else None
+            if lost is not None:  # several processes: a peer gone mid-save, not a full disk
+                raise lost from None
             for partial in self.folder.glob(f"{step}.orbax-checkpoint-tmp*"):
                 shutil.rmtree(partial, ignore_errors=True)
             self._run_folder.unsaved.append(step)
