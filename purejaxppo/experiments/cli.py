@@ -323,7 +323,7 @@ def run_command(args) -> int:
         stop.outcome = _stopped(args, folder if writer else None)
         raise
     except Exception as error:
-        lost = error if isinstance(error, LostProcess) else lost_process(error)
+        lost = lost_process(error)
         if lost is None:
             raise
         lost.outcome = _lost(args, folder if writer else None, lost)

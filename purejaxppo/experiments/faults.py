@@ -168,7 +168,10 @@ _PEER_GONE = re.compile(r"Gloo|NCCL|heartbeat|Connection (reset|closed|refused)|
 
 def lost_process(error: BaseException) -> LostProcess | None:
     """`error` as a LostProcess, where in a job of several processes it is JAX's runtime
-    error or names a collective or connection that failed; else None (a bug: not this)."""
+    error or names a collective or connection that failed; else None (a bug: not this).
+    A LostProcess already (e.g. from a checkpoint save) is itself."""
+    if isinstance(error, LostProcess):
+        return error
     runtime = getattr(jax.errors, "JaxRuntimeError", ())
     if jax.process_count() < 2 or not (isinstance(error, runtime) or _PEER_GONE.search(str(error))):
         return None
