@@ -203,23 +203,29 @@ def test_a_stop_signal_to_one_process_stops_all_at_the_next_chunk_with_one_check
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(400)
-def test_a_killed_process_leaves_the_writer_to_exit_at_once_with_one_line(tmp_path):
-    """SIGKILL of process 1 (as OOM or a node failure): process 0 sees its collective fail,
-    says which process was lost and how to resume, and exits 1 well within the heartbeat
-    timeout; no traceback reaches the terminal (it goes to lost-process.log)."""
+@pytest.mark.timeout(500)
+@pytest.mark.parametrize("count, to", [(2, 1), (3, 2)])
+def test_a_killed_process_leaves_the_others_to_exit_at_once_with_one_line_naming_it(tmp_path, count, to):
+    """SIGKILL of one process but process 0 (as OOM or a node failure): the others see their
+    collective fail, say which process was lost (of three, by a roll call among the
+    survivors) and how to resume, and exit 1 well within the heartbeat timeout; no traceback
+    reaches the terminal (it goes to lost-process.log)."""
     folder = tmp_path / "run"
-    envs = [{**env, "PUREJAXPPO_HEARTBEAT_SECONDS": "20"} for env in explicit(2, _free_port(23000))]
-    results, seconds = start_and_signal(LONG + ["--out", str(folder)], envs, folder, "KILL", 1)
-    code, output = results[0]
-    assert results[1][0] == -9 and code == 1, results
+    envs = [{**env, "PUREJAXPPO_HEARTBEAT_SECONDS": "20"} for env in explicit(count, _free_port(23000 + 10 * count))]
+    results, seconds = start_and_signal(LONG + ["--out", str(folder)], envs, folder, "KILL", to)
+    assert [code for code, _ in results] == [1 if i != to else -9 for i in range(count)], results
     assert seconds < 20, seconds  # the failed collective, not the heartbeat timeout
-    lines = [line for line in output.splitlines() if line.startswith("purejaxppo: error")]
     newest = _complete_checkpoints(folder)[-1]
-    assert len(lines) == 1 and lines[0].startswith("purejaxppo: error: process 1 was lost ("), output
-    assert lines[0].endswith(f"): the newest complete checkpoint, untouched, is at update {newest}; resume with: "
-                             f"purejaxppo train --resume {folder} (details: {folder / 'lost-process.log'})"), output
-    assert "Traceback" not in output and "@     0x" not in output, output
+    resume = f"resume with: purejaxppo train --resume {folder}"
+    for i, (_, output) in enumerate(results):
+        if i == to:
+            continue
+        lines = [line for line in output.splitlines() if line.startswith("purejaxppo: error")]
+        assert len(lines) == 1 and lines[0].startswith(f"purejaxppo: error: process {to} was lost ("), output
+        assert lines[0].endswith(f"): the newest complete checkpoint, untouched, is at update {newest}; {resume} "
+                                 f"(details: {folder / 'lost-process.log'})" if i == 0 else
+                                 f"): process {i}: the checkpoints are process 0's, in {folder}; {resume}"), output
+        assert "Traceback" not in output and "@     0x" not in output, output
     assert "Traceback" in (folder / "lost-process.log").read_text()
 
 

@@ -150,7 +150,8 @@ def wait_ready(outs, numpy: bool = True):
 class LostProcess(Exception):
     """Several processes: a collective failed, so another process is gone (killed, out of
     memory, its node down). `process`: the lost one where it can be told (of two processes,
-    the other), else None; `detail`: the error's first line; `outcome` as `Stopped`'s."""
+    the other; of more, the one that missed the roll call, `unanswered`), else None;
+    `detail`: the error's first line; `outcome` as `Stopped`'s."""
 
     def __init__(self, process: int | None, detail: str):
         super().__init__(detail)
@@ -177,7 +178,49 @@ def lost_process(error: BaseException) -> LostProcess | None:
         return None
     others = [i for i in range(jax.process_count()) if i != jax.process_index()]
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return LostProcess(others[0] if len(others) == 1 else None, text[:200])
+    return LostProcess(others[0] if len(others) == 1 else unanswered(), text[:200])
+
+
+_ROLL_CALL = "purejaxppo/answered/"
+
+
+def unanswered(seconds: float | None = None) -> int | None:
+    """Of more than two processes, after a collective failed: which one is lost. Every survivor
+    answers a roll call in JAX's key-value store (held by process 0's coordination service)
+    -> the one process that has not answered within `seconds` (default: half the heartbeat
+    timeout, up to 10 s; at once where all the others have), or 0 where the store itself is
+    gone; None where it cannot be told (several did not answer, or a JAX without the store).
+
+    The collective fails on every survivor at once (each holds a connection to the lost
+    process), so the answers come within milliseconds. (JAX's own `get_live_nodes` is no
+    help: it waits for the heartbeat timeout, when JAX ends every process with its C++
+    fatal error anyway.) The survivors then meet at a barrier, so that process 0, which
+    holds the store, does not leave before the others have read it."""
+    from purejaxppo.experiments.parallel import heartbeat_seconds
+
+    try:
+        from jax._src.distributed import global_state  # private: absent or changed, not told
+    except ImportError:
+        return None
+    client = getattr(global_state, "client", None)
+    if not all(hasattr(client, m) for m in ("key_value_set", "key_value_dir_get", "wait_at_barrier")):
+        return None
+    count = jax.process_count()
+    seconds = min(10.0, heartbeat_seconds() / 2) if seconds is None else seconds
+    try:
+        client.key_value_set(f"{_ROLL_CALL}{jax.process_index()}", "")
+    except Exception:  # noqa: BLE001 -- the coordination service (process 0) cannot be reached
+        return 0
+    deadline, answered = time.monotonic() + seconds, set()
+    try:
+        while len(answered) < count - 1 and time.monotonic() < deadline:
+            time.sleep(0.05 if answered else 0)
+            answered = {int(key.rsplit("/", 1)[-1]) for key, _ in client.key_value_dir_get(_ROLL_CALL)}
+        client.wait_at_barrier("purejaxppo/roll-call", int(seconds * 1000), sorted(answered))
+    except Exception:  # noqa: BLE001 -- the store went away meanwhile: what was read stands
+        pass
+    missing = sorted(set(range(count)) - answered)
+    return missing[0] if len(missing) == 1 else None
 
 
 # --------------------------------------------------------------------------------------
