@@ -229,20 +229,44 @@ def test_a_killed_process_leaves_the_others_to_exit_at_once_with_one_line_naming
     assert "Traceback" in (folder / "lost-process.log").read_text()
 
 
+def test_the_runtime_output_goes_to_the_log_and_python_lines_stay_on_the_terminal(tmp_path):
+    code = ("import os, sys; from purejaxppo.experiments.faults import runtime_output_to; "
+            f"assert runtime_output_to({str(tmp_path / 'process-1.log')!r}); "
+            "os.write(2, b'F1203 12:00:00.000000 client.h:86] Terminating\\n'); "
+            "print('purejaxppo: error: the line', file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "purejaxppo: error: the line\n"
+    assert (tmp_path / "process-1.log").read_text() == "F1203 12:00:00.000000 client.h:86] Terminating\n"
+    assert runtime_traces("F1203 12:00:00.000000 client.h:86] Terminating") != []
+
+
+def runtime_traces(output) -> list[str]:
+    """The lines of `output` that are a Python traceback, or C++ logs and stack traces (glog's
+    "F1203 12:00:00.000000 ..." lines, absl's "*** Check failure stack trace: ***" and its frames)."""
+    import re
+
+    trace = re.compile(r"Traceback|Check fail|stack trace|^\*\*\* |^\s+@\s+0x|^[FEWI]\d{4} \d\d:\d\d")
+    return [line for line in output.splitlines() if trace.search(line)]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(400)
-def test_when_process_0_is_killed_the_others_exit_within_the_heartbeat_timeout(tmp_path):
+def test_when_process_0_is_killed_the_others_exit_within_the_heartbeat_timeout_with_no_trace(tmp_path):
     """Process 0 holds JAX's coordination service: when it goes, the others exit within the
-    heartbeat timeout, nonzero. (Which comes first on them is a race: the failed collective,
-    and purejaxppo's one line, or JAX's own fatal error with its C++ trace; see docs.)"""
+    heartbeat timeout, nonzero. Which comes first on them is a race: the failed collective,
+    and purejaxppo's one line, or JAX's own fatal error (then SIGABRT, without the line); its
+    C++ logs and stack trace go to the folder's process-1.log, never to the terminal."""
     folder = tmp_path / "run"
     envs = [{**env, "PUREJAXPPO_HEARTBEAT_SECONDS": "20"} for env in explicit(2, _free_port(23100))]
     results, seconds = start_and_signal(LONG + ["--out", str(folder)], envs, folder, "KILL", 0)
     code, output = results[1]
     assert results[0][0] == -9 and code not in (0, None), results
     assert seconds < 20 + 15, seconds
+    assert runtime_traces(output) == [], output
     if code == 1:
-        assert "purejaxppo: error: process 0 was lost (" in output and "Traceback" not in output, output
+        assert "purejaxppo: error: process 0 was lost (" in output, output
+    assert (folder / "process-1.log").exists()
     assert _complete_checkpoints(folder)  # the newest complete checkpoint is still there
 
 

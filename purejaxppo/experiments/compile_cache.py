@@ -58,7 +58,7 @@ FALSE_ALARMS = ("Assume version compatibility", "Target machine feature +prefer-
 @contextlib.contextmanager
 def quiet_cache_loads():
     """While compiling (every program the package compiles: a run's, eval's, a replay's): XLA's messages on stderr (file descriptor 2, where its C++ code
-    writes) are held back and written out afterwards, less the FALSE_ALARMS of a cached
+    writes) are held back and written out afterwards, to file descriptor 2, less the FALSE_ALARMS of a cached
     load. Without the cache on, nothing is held back."""
     if not jax.config.jax_compilation_cache_dir:
         yield
@@ -76,6 +76,5 @@ def quiet_cache_loads():
             held.seek(0)
             lines = held.read().decode(errors="replace").splitlines(keepends=True)
             kept = "".join(line for line in lines if not any(alarm in line for alarm in FALSE_ALARMS))
-            if kept:
-                sys.stderr.write(kept)
-                sys.stderr.flush()
+            if kept:  # where they were going (several processes: the runtime log, faults.runtime_output_to)
+                os.write(2, kept.encode())

@@ -223,6 +223,24 @@ def unanswered(seconds: float | None = None) -> int | None:
     return missing[0] if len(missing) == 1 else None
 
 
+def runtime_output_to(path) -> bool:
+    """Several processes: from now on what this process's C++ runtime writes on stderr (file
+    descriptor 2: XLA's, gloo's and the coordination service's logs, and JAX's fatal error
+    with its stack trace when the coordinator is lost) is appended to the file `path`;
+    Python's `sys.stderr` (purejaxppo's lines, a bug's traceback) stays on the terminal.
+    -> False where `path` cannot be opened (nothing changes)."""
+    try:
+        log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError:
+        return False
+    sys.stderr.flush()
+    terminal = os.dup(2)
+    os.dup2(log, 2)
+    os.close(log)
+    sys.stderr = open(terminal, "w", buffering=1, encoding=sys.stderr.encoding, errors="backslashreplace")
+    return True
+
+
 # --------------------------------------------------------------------------------------
 # failed writes
 # --------------------------------------------------------------------------------------
