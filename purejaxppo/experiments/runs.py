@@ -68,25 +68,24 @@ class Timings:
     checkpoint_bytes: int = 0        # arrays in the last checkpoint
 
 
-def _stack(parts: list[dict]) -> dict:
-    return jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *parts)
+def _join(parts: list, held: bool):
+    """Chunks' metrics joined along the updates (axis 1): numpy parts with numpy; parts left
+    where they lie (`held`, several processes: global arrays) on their devices, each device
+    joining its own runs' rows, nothing moving between processes."""
+    concatenate = jnp.concatenate if held else np.concatenate
+    return parts[0] if len(parts) == 1 else jax.tree.map(lambda *xs: concatenate(xs, axis=1), *parts)
 
 
-def _stack_held(parts: list) -> dict:
-    """Chunks' metrics left where they lie (several processes), joined along the updates: each
-    device joins its own runs' rows, nothing moves between processes."""
-    return parts[0] if len(parts) == 1 else jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1), *parts)
+@jax.jit
+def _finite_per_run(params):
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x.reshape(x.shape[0], -1)), axis=1)
+                              for x in jax.tree.leaves(params)]), axis=0)
 
 
 def finite_runs(state, num_runs: int) -> np.ndarray | None:
-    """Per run, whether every parameter is finite: from numpy states, or from states left
-    where they lie (several processes: a per-run flag, gathered to the writer; None elsewhere)."""
-    leaves = jax.tree.leaves(state.params)
-    if all(isinstance(x, np.ndarray) for x in leaves):
-        return np.all([np.all(np.isfinite(x), axis=tuple(range(1, x.ndim))) for x in leaves], axis=0)
-    flags = jax.jit(lambda params: jnp.all(jnp.stack([jnp.all(jnp.isfinite(x.reshape(x.shape[0], -1)), axis=1)
-                                                      for x in jax.tree.leaves(params)]), axis=0))(state.params)
-    return small_to_writer(flags, num_runs)
+    """Per run, whether every parameter is finite, computed where the states lie (numpy ones,
+    or several processes' global arrays: a per-run flag, gathered to the writer; None elsewhere)."""
+    return small_to_writer(_finite_per_run(state.params), num_runs)
 
 
 def progress_chunk(num_updates: int, points: int = PROGRESS_POINTS) -> int:
@@ -157,12 +156,13 @@ class _Programs:
         return [{name: returns[i] for name, returns in modes.items()} for i in range(len(self.sets))]
 
     def metrics_so_far(self) -> list:
-        """Per set, the metrics of every chunk done, joined (held: global arrays, the chunks
-        joined once: a later save joins only what came since)."""
-        if not self.held:
-            return [_stack(parts) for parts in self.metrics]
+        """Per set, the metrics of every chunk done, joined along the updates. Each set's list
+        of chunks (`self.metrics`, this group's own) is replaced by its join, so that a later
+        call (the next checkpoint's save, the end) joins only the chunks that came since, not
+        the whole run again. The arrays it hands out are never changed afterwards: a join is
+        a new array."""
         for parts in self.metrics:
-            parts[:] = [_stack_held(parts)]
+            parts[:] = [_join(parts, self.held)]
         return [parts[0] for parts in self.metrics]
 
     def chunk_program(self, updates: int) -> ShardedRunSets:
