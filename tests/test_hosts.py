@@ -157,9 +157,9 @@ def _complete_checkpoints(folder):
     return sorted(int(p.name) for p in checkpoints.iterdir() if p.name.isdigit()) if checkpoints.is_dir() else []
 
 
-def start_and_signal(args, envs, folder, signum, to, timeout=300):
-    """Start the processes; once the first checkpoint is complete, send `signum` to process `to`
-    -> [(exit code, output)], the seconds from the signal to the last exit."""
+def start_and_signal(args, envs, folder, signum, to, timeout=300, at=None):
+    """Start the processes; once the first checkpoint (or that of update `at`) is complete, send
+    `signum` to process `to` -> [(exit code, output)], the seconds from the signal to the last exit."""
     import signal as signals
     import time
 
@@ -167,9 +167,12 @@ def start_and_signal(args, envs, folder, signum, to, timeout=300):
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for env in envs]
     try:
         deadline = time.monotonic() + timeout
-        while not _complete_checkpoints(folder) and time.monotonic() < deadline and procs[0].poll() is None:
+        def ready():
+            return at in _complete_checkpoints(folder) if at is not None else _complete_checkpoints(folder)
+
+        while not ready() and time.monotonic() < deadline and procs[0].poll() is None:
             time.sleep(0.1)
-        assert _complete_checkpoints(folder), "no checkpoint before the deadline"
+        assert ready(), "no checkpoint before the deadline"
         sent = time.monotonic()
         procs[to].send_signal(signum if signum != "KILL" else signals.SIGKILL)
         outputs = [p.communicate(timeout=timeout)[0] for p in procs]
@@ -239,6 +242,25 @@ def test_the_runtime_output_goes_to_the_log_and_python_lines_stay_on_the_termina
     assert done.stderr == "purejaxppo: error: the line\n"
     assert (tmp_path / "process-1.log").read_text() == "F1203 12:00:00.000000 client.h:86] Terminating\n"
     assert runtime_traces("F1203 12:00:00.000000 client.h:86] Terminating") != []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(500)
+def test_a_stop_signal_during_the_final_evaluation_stops_all_after_it_with_the_checkpoint_of_the_end(tmp_path):
+    """SIGTERM to process 1 once the last checkpoint is complete, while the processes evaluate
+    (many episodes, so that it lands there): all exit 143 after the evaluation, nothing is
+    written but that checkpoint, and the writer's line names it."""
+    import signal
+
+    folder = tmp_path / "run"
+    args = [*LONG[:LONG.index("--eval-episodes")], "--eval-episodes", "3000", "--no-cache", "--out", str(folder)]
+    results, _ = start_and_signal(args, explicit(2, _free_port(22200)), folder, signal.SIGTERM, 1, at=400)
+    assert [c for c, _ in results] == [143, 143], results
+    assert _complete_checkpoints(folder)[-1] == 400
+    assert [line for line in results[0][1].splitlines() if line.startswith("purejaxppo: stopped")] == [
+        "purejaxppo: stopped by SIGTERM (sent to process 1): the newest complete checkpoint is at update 400; "
+        f"resume with: purejaxppo train --resume {folder}"], results[0][1]
+    assert not (folder / "metrics.csv").exists()  # the results were not written
 
 
 def runtime_traces(output) -> list[str]:

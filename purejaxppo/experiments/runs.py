@@ -191,7 +191,9 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     KeyboardInterrupt; the command line's SIGTERM and SIGHUP too): the chunk is dropped,
     the newest checkpoint stays as it was; one during a checkpoint's save stops right after it.
     Several processes (`faults.coordinate`): a stop any of them received is agreed on after
-    each chunk; then they save a checkpoint of that chunk together, and all stop.
+    each chunk; then they save a checkpoint of that chunk together, and all stop. One
+    received during the final evaluation is agreed on after it: the checkpoint of the end is
+    saved already, and they all stop (a resume evaluates again).
     `on_group(g, runs)` is called before group g compiles.
 
     `between` (PBT's `pbt.Population`) runs after each chunk: `between(sets, states, metrics
@@ -262,6 +264,9 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
             evaluation = [{} for _ in group.sets]
             if group.evaluate is not None:
                 evaluation = group.evaluation()
+                stop = agreed_stop()  # several processes: a stop received during it (the end's checkpoint stands)
+                if stop is not None:
+                    raise stop
             timings.run_seconds += time.perf_counter() - start
             for s, state, metrics, ev in zip(group.sets, group.states, group.metrics_so_far(), evaluation):
                 if group.held:  # the metrics to the writer alone (None elsewhere); the states stay where they lie
