@@ -1,6 +1,7 @@
 """Several processes joined on 127.0.0.1 (gloo): starting, and what is refused before compiling (issue 29)."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -244,6 +245,32 @@ def test_the_runtime_output_goes_to_the_log_and_python_lines_stay_on_the_termina
     assert runtime_traces("F1203 12:00:00.000000 client.h:86] Terminating") != []
 
 
+@pytest.mark.parametrize("service, ends, says", [
+    ("gone", "abort", "purejaxppo: error: process 0 was lost (the end)\n"),
+    ("listening", "abort", "purejaxppo: error: another process was lost (the end)\n"),
+    ("gone", "exit", ""),
+])
+def test_a_process_that_jax_aborts_still_prints_its_line_naming_process_0_when_its_service_is_gone(
+        tmp_path, service, ends, says):
+    """JAX's client aborts a process (SIGABRT) once process 0's service is gone, racing the
+    process's own line: the watcher prints the line after the abort; after a normal end, nothing."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        port = listening.getsockname()[1]
+        if service == "listening":
+            listening.listen()
+        else:
+            listening.close()
+        code = ("import os, sys; from jax._src.distributed import global_state; "
+                "from purejaxppo.experiments.faults import line_on_abort, runtime_output_to; "
+                f"global_state.coordinator_address = '127.0.0.1:{port}'; "
+                f"runtime_output_to({str(tmp_path / 'process-1.log')!r}); "
+                "assert line_on_abort('purejaxppo: error: {who} was lost (the end)'); "
+                + ("os.abort()" if ends == "abort" else "sys.exit(0)"))
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == (-signal.SIGABRT if ends == "abort" else 0), done.stderr
+    assert done.stderr == says
+
 @pytest.mark.slow
 @pytest.mark.timeout(500)
 def test_a_stop_signal_during_the_final_evaluation_stops_all_after_it_with_the_checkpoint_of_the_end(tmp_path):
@@ -276,9 +303,10 @@ def runtime_traces(output) -> list[str]:
 @pytest.mark.timeout(400)
 def test_when_process_0_is_killed_the_others_exit_within_the_heartbeat_timeout_with_no_trace(tmp_path):
     """Process 0 holds JAX's coordination service: when it goes, the others exit within the
-    heartbeat timeout, nonzero. Which comes first on them is a race: the failed collective,
-    and purejaxppo's one line, or JAX's own fatal error (then SIGABRT, without the line); its
-    C++ logs and stack trace go to the folder's process-1.log, never to the terminal."""
+    heartbeat timeout, nonzero, with one line naming it. Which comes first on them is a race:
+    the failed collective, and purejaxppo's line, or JAX's own fatal error (SIGABRT; then the
+    watcher prints the line); its C++ logs and stack trace go to the folder's process-1.log,
+    never to the terminal."""
     folder = tmp_path / "run"
     envs = [{**env, "PUREJAXPPO_HEARTBEAT_SECONDS": "20"} for env in explicit(2, _free_port(23100))]
     results, seconds = start_and_signal(LONG + ["--out", str(folder)], envs, folder, "KILL", 0)
@@ -286,8 +314,9 @@ def test_when_process_0_is_killed_the_others_exit_within_the_heartbeat_timeout_w
     assert results[0][0] == -9 and code not in (0, None), results
     assert seconds < 20 + 15, seconds
     assert runtime_traces(output) == [], output
-    if code == 1:
-        assert "purejaxppo: error: process 0 was lost (" in output, output
+    lines = [line for line in output.splitlines() if line.startswith("purejaxppo: error:")]
+    assert len(lines) == 1 and lines[0].startswith("purejaxppo: error: process 0 was lost ("), output
+    assert f"process 1: the checkpoints are process 0's, in {folder}" in lines[0], output
     assert (folder / "process-1.log").exists()
     assert _complete_checkpoints(folder)  # the newest complete checkpoint is still there
 

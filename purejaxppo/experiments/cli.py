@@ -39,8 +39,8 @@ from rich.table import Table
 
 from purejaxppo import __version__, configs
 from purejaxppo.experiments import compile_cache, replay, report
-from purejaxppo.experiments.faults import (STOP_SIGNALS, LostProcess, Stopped, coordinate, lost_process,
-                                           runtime_output_to, stop_signals)
+from purejaxppo.experiments.faults import (STOP_SIGNALS, LostProcess, Stopped, coordinate, line_on_abort,
+                                           lost_process, runtime_output_to, stop_signals)
 from purejaxppo.config import ConfigError, check_fields, config_values, parse_override, read_yaml, text_table
 from purejaxppo.errors import NO_VALUE, ResourceError, UsageError, integer
 from purejaxppo.experiments.folder import FINISHED, RunFolder, write_new
@@ -364,7 +364,12 @@ def _shared_folder(args, planned, folder, resuming: bool, keep):
     if not path:
         raise ConfigError("--resume" if resuming else "--out", args.resume or args.out or "runs/",
                           "process 0 could not claim the folder (its own line says why)")
-    runtime_output_to(Path(path) / f"process-{jax.process_index()}.log")  # JAX's fatal error, if it comes, too
+    me, log = jax.process_index(), Path(path) / f"process-{jax.process_index()}.log"
+    runtime_output_to(log)  # JAX's fatal error, if it comes, too
+    left = (f"process {me}: the checkpoints are process 0's, in {path}" if me else
+            f"the newest complete checkpoint, untouched, is in {Path(path) / 'checkpoints'}")
+    line_on_abort(f"purejaxppo: error: {'{who}' if me else 'another process'} was lost (JAX's runtime ended "
+                  f"process {me}; its log: {log}): {left}; resume with: {_resume_command(args, path)}")
     folder = claimed if is_writer() else RunFolder(path, args.command)
     checkpoints = folder.checkpoints(keep=keep, create=False, shared=True)
     return (folder if is_writer() else None), checkpoints

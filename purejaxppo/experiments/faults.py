@@ -241,6 +241,57 @@ def runtime_output_to(path) -> bool:
     return True
 
 
+# The watcher of `line_on_abort`: reads the signal numbers Python's C handler writes into the
+# wake-up pipe until the pipe closes (its process is gone); if SIGABRT was among them, prints
+# the line, its "{who}" naming process 0 where its coordination service takes no connections.
+_watcher = None  # the watcher's Popen, kept while this process runs
+_WATCHER = """
+import os, signal, socket, sys
+fd, line, host, port = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+aborted = False
+while data := os.read(fd, 64):
+    aborted = aborted or signal.SIGABRT in data
+if aborted and "{who}" in line:
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+        line = line.replace("{who}", "another process")
+    except OSError:
+        line = line.replace("{who}", "process 0")
+if aborted:
+    print(line, file=sys.stderr, flush=True)
+"""
+
+
+def line_on_abort(line: str) -> bool:
+    """Several processes: should JAX's runtime end this process by SIGABRT (its client aborts
+    the process once process 0's coordination service is gone, a race with purejaxppo's own
+    line; or when the service declares a silent process dead at the heartbeat timeout), `line`
+    still reaches the terminal, a "{who}" in it replaced by "process 0" (the service takes no
+    connections) or "another process". Nothing in the aborting process can print, so a small
+    watcher process does it: it holds the read end of Python's signal wake-up pipe, into which
+    Python's C-level handler writes SIGABRT before the abort goes on, and exits with the pipe,
+    when this process ends either way (its own session: a Ctrl-C or a killed process group
+    leaves it to see the end).
+    -> False where it cannot be set up (no coordinator address, not the main thread)."""
+    from jax._src.distributed import global_state  # private: where JAX keeps the coordinator's address
+
+    host, _, port = (getattr(global_state, "coordinator_address", None) or "").rpartition(":")
+    if not port.isdigit() or not _main_thread():
+        return False
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    import subprocess
+
+    global _watcher
+    _watcher = subprocess.Popen([sys.executable, "-c", _WATCHER, str(read), line, host.strip("[]"), port],
+                                pass_fds=(read,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=sys.stderr, start_new_session=True)
+    os.close(read)
+    signal.signal(signal.SIGABRT, lambda signum, frame: None)  # installs Python's C handler, which writes the pipe
+    signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    return True
+
+
 # --------------------------------------------------------------------------------------
 # failed writes
 # --------------------------------------------------------------------------------------
