@@ -76,16 +76,19 @@ def _join(parts: list, held: bool):
     return parts[0] if len(parts) == 1 else jax.tree.map(lambda *xs: concatenate(xs, axis=1), *parts)
 
 
-@jax.jit
-def _finite_per_run(params):
-    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x.reshape(x.shape[0], -1)), axis=1)
-                              for x in jax.tree.leaves(params)]), axis=0)
+def _finite_per_run(params, xp=jnp):
+    """Per run (the leading axis), whether every parameter is finite; `xp`: numpy or jax.numpy."""
+    return xp.all(xp.stack([xp.all(xp.isfinite(x.reshape(x.shape[0], -1)), axis=1)
+                            for x in jax.tree.leaves(params)]), axis=0)
 
 
 def finite_runs(state, num_runs: int) -> np.ndarray | None:
-    """Per run, whether every parameter is finite, computed where the states lie (numpy ones,
-    or several processes' global arrays: a per-run flag, gathered to the writer; None elsewhere)."""
-    return small_to_writer(_finite_per_run(state.params), num_runs)
+    """Per run, whether every parameter is finite: numpy states checked as they are (no
+    compile); states left where they lie (several processes' global arrays) checked there, the
+    per-run flags gathered to the writer (None elsewhere)."""
+    if all(isinstance(x, np.ndarray) for x in jax.tree.leaves(state.params)):
+        return _finite_per_run(state.params, np)
+    return small_to_writer(jax.jit(_finite_per_run)(state.params), num_runs)
 
 
 def progress_chunk(num_updates: int, points: int = PROGRESS_POINTS) -> int:
