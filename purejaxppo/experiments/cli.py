@@ -364,12 +364,13 @@ def _shared_folder(args, planned, folder, resuming: bool, keep):
     if not path:
         raise ConfigError("--resume" if resuming else "--out", args.resume or args.out or "runs/",
                           "process 0 could not claim the folder (its own line says why)")
-    me, log = jax.process_index(), Path(path) / f"process-{jax.process_index()}.log"
+    me = jax.process_index()
+    log = Path(path) / f"process-{me}.log"
     runtime_output_to(log)  # JAX's fatal error, if it comes, too
-    left = (f"process {me}: the checkpoints are process 0's, in {path}" if me else
-            f"the newest complete checkpoint, untouched, is in {Path(path) / 'checkpoints'}")
+    left = (_checkpoints_elsewhere(args, path) if me else f"the newest complete checkpoint, untouched, is in "
+            f"{Path(path) / 'checkpoints'}; resume with: {_resume_command(args, path)}")
     line_on_abort(f"purejaxppo: error: {'{who}' if me else 'another process'} was lost (JAX's runtime ended "
-                  f"process {me}; its log: {log}): {left}; resume with: {_resume_command(args, path)}")
+                  f"process {me}; its log: {log}): {left}")
     folder = claimed if is_writer() else RunFolder(path, args.command)
     checkpoints = folder.checkpoints(keep=keep, create=False, shared=True)
     return (folder if is_writer() else None), checkpoints
@@ -389,12 +390,16 @@ def _stopped(args, folder) -> str:
     return f"the newest complete checkpoint is at update {newest}; resume with: {_resume_command(args, folder)}"
 
 
+def _checkpoints_elsewhere(args, where) -> str:
+    """A process that does not write: where process 0 keeps the checkpoints, and the resume command."""
+    return (f"process {jax.process_index()}: the checkpoints are process 0's"
+            + (f", in {where}; resume with: {_resume_command(args, where)}" if where else ""))
+
+
 def _lost(args, folder, lost) -> str:
     """What a lost process left (the detail, with its traceback, in the folder's lost-process.log)."""
     if folder is None:
-        where = args.resume or args.out
-        return (f"process {jax.process_index()}: the checkpoints are process 0's"
-                + (f", in {where}; resume with: {_resume_command(args, where)}" if where else ""))
+        return _checkpoints_elsewhere(args, args.resume or args.out)
     log = folder.path / "lost-process.log"
     try:
         log.write_text(f"{lost.who} was lost; this process (0) saw:\n{traceback.format_exc()}")
