@@ -336,3 +336,19 @@ def test_replot_of_a_missing_or_malformed_file_is_one_line(tmp_path, capsys):
         err = capsys.readouterr().err
         assert len(err.splitlines()) == 1 and "--replot=" in err and needle in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_extra_passes_variants_each_drop_their_pass():
+    """benchmarks/extra_passes.py times our program without each pass: were a stub to stop
+    reaching its pass (a renamed method), it would time nothing. Each variant traces fewer
+    matrix products than the shipped program."""
+    import jax
+
+    from benchmarks.extra_passes import variant
+    from benchmarks.peer import SETTINGS, ours_config
+
+    cfg = ours_config({**SETTINGS, "total_timesteps": SETTINGS["num_envs"] * SETTINGS["num_steps"]})
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    dots = {without: str(jax.make_jaxpr(variant(cfg, without))(keys)).count("dot_general")
+            for without in (None, "clip cases", "bootstrap")}
+    assert dots["clip cases"] < dots[None] and dots["bootstrap"] < dots[None], dots
