@@ -3,6 +3,7 @@ one line and exits 2. Anything else that escapes is a bug and keeps its tracebac
 
     UsageError                      anything the user can fix
     └── ConfigError                 a value that breaks a rule: names field, value and rule
+        ├── ImportFailed            an import path (env:, network:) whose module is not found here
         └── ResourceError           the configured work does not fit the machine (memory)
 
 This module imports nothing from the package, so every module may raise these.
@@ -37,6 +38,12 @@ class ConfigError(UsageError, ValueError):
         self.field, self.value, self.rule = field, value, rule
         shown = str(field) if value is NO_VALUE else f"{field}={value!r}"
         super().__init__(" ".join(f"{shown}: {rule}".split("\n")))
+
+
+class ImportFailed(ConfigError):
+    """An import path of a config (`env:`, `network:` package.module:name) that cannot be
+    imported here: a fault of where the command runs, not of the config (nor of a checkpoint
+    that names it)."""
 
 
 class ResourceError(ConfigError):

@@ -7,15 +7,25 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from purejaxppo.rollout import rollout
+from purejaxppo.rollout import no_action, rollout
 
 
 def evaluate(env, agent, params, agent_state, key, num_episodes: int, deterministic: bool):
     """Returns [num_episodes]: the return of the first episode of each of num_episodes
-    fresh environments, acting by the mode of the policy (deterministic: argmax / mean
-    action) or by sampling it. Runs env.max_episode_steps steps, so every episode ends
-    (by termination or its time limit). Only the first episode counts, so each env gets
-    one fresh reset for the whole rollout: memory does not grow with max_episode_steps."""
+    fresh environments (NaN for one that did not end; see `evaluate_episodes`)."""
+    return evaluate_episodes(env, agent, params, agent_state, key, num_episodes, deterministic)["return"]
+
+
+def evaluate_episodes(env, agent, params, agent_state, key, num_episodes: int, deterministic: bool) -> dict:
+    """The first episode of each of num_episodes fresh environments, acting by the mode of
+    the policy (deterministic: argmax / mean action) or by sampling it:
+      "return"           [num_episodes] its return; NaN where it did not end within
+                         env.max_episode_steps (an environment that does not end its episodes
+                         at its own time limit): no partial return passes for a whole one
+      "no_action_steps"  [num_episodes] its steps whose action mask allowed no action
+                         (see `rollout`), up to its end (all steps run where it did not end)
+    Runs env.max_episode_steps steps. Only the first episode counts, so each env gets one
+    fresh reset for the whole rollout: memory does not grow with max_episode_steps."""
     reset_key, run_key = jax.random.split(key)
     obs, state = jax.vmap(env.reset)(jax.random.split(reset_key, num_episodes))
     policy = functools.partial(agent.act, params, agent_state, deterministic=deterministic)
@@ -24,4 +34,6 @@ def evaluate(env, agent, params, agent_state, key, num_episodes: int, determinis
                             carry=fresh, initial_carry=fresh)
     first_end = jnp.argmax(traj.episode_done, axis=0)
     returns = traj.episode_return[first_end, jnp.arange(num_episodes)]
-    return jnp.where(jnp.any(traj.episode_done, axis=0), returns, jnp.nan)
+    in_first = jnp.cumsum(traj.episode_done, axis=0) - traj.episode_done == 0  # no episode ended before
+    return {"return": jnp.where(jnp.any(traj.episode_done, axis=0), returns, jnp.nan),
+            "no_action_steps": jnp.sum(no_action(traj, agent.masked) & in_first, axis=0).astype(jnp.int32)}

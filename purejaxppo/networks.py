@@ -34,7 +34,7 @@ import jax.numpy as jnp
 
 from purejaxppo.distributions import Categorical, DiagGaussian
 from purejaxppo.errors import ConfigError
-from purejaxppo.imports import import_object
+from purejaxppo.imports import call_factory, failure, import_object
 from purejaxppo.rollout import restart
 
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "swish": nn.swish}
@@ -254,8 +254,9 @@ class Network:
         return self._distribution(params, jnp.swapaxes(out, 0, 1)), jnp.swapaxes(value, 0, 1)
 
     def check(self) -> None:
-        """The module's outputs have the contract's shapes, found by `jax.eval_shape` (no
-        compile): ConfigError naming the expected and the actual shapes otherwise."""
+        """The module's outputs have the contract's shapes and floating dtypes, found by
+        `jax.eval_shape` (no compile): ConfigError naming the expected and the actual ones
+        otherwise (and whatever the module raises, sys.exit included, in one line)."""
         def shapes(tree):
             return jax.tree.map(lambda x: tuple(x.shape), tree)
 
@@ -267,10 +268,9 @@ class Network:
             out, value, new_carry = jax.eval_shape(self._step, params, carry, obs)
         except ConfigError:
             raise
-        except Exception as error:  # the user's module failed on the contract's inputs
-            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        except (Exception, SystemExit) as error:  # the user's module failed on the contract's inputs
             raise ConfigError("network", self.name, f"failed on a batch of observations [batch, "
-                              f"{', '.join(map(str, self.obs_shape))}]: {type(error).__name__}: {first}") from None
+                              f"{', '.join(map(str, self.obs_shape))}]: {failure(error)}") from None
         got = tuple(getattr(out, "shape", ())), tuple(getattr(value, "shape", ()))
         want = (batch, self.action_size), (batch,)
         if got != want:
@@ -278,6 +278,10 @@ class Network:
             raise ConfigError("network", self.name,
                               f"must return (actor_out, value) of shapes [batch, {self.action_size}] ({noun}) and "
                               f"[batch]; it returned {_shown(got[0])} and {_shown(got[1])}")
+        for what, x in (("actor_out", out), ("value", value)):
+            if not jnp.issubdtype(x.dtype, jnp.floating):
+                raise ConfigError("network", self.name, f"must return floating actor_out and value; its {what} is "
+                                                        f"{jnp.dtype(x.dtype).name}{_shown(tuple(x.shape))}")
         if self.recurrent and shapes(new_carry) != shapes(carry):
             raise ConfigError("network", self.name, f"must return a carry shaped as initial_carry gives it "
                                                     f"{shapes(carry)}; it returned {shapes(new_carry)}")
@@ -302,11 +306,8 @@ def make_module(cfg, num_outputs: int) -> nn.Module:
     factory = import_object(cfg.network, "network")
     if not callable(factory):
         raise ConfigError("network", cfg.network, "must name a factory: factory(num_outputs, **network_kwargs)")
-    try:
-        return factory(num_outputs, **dict(cfg.network_kwargs))
-    except TypeError as error:
-        raise ConfigError("network_kwargs", dict(cfg.network_kwargs),
-                          f"{cfg.network}(num_outputs, **network_kwargs) failed: {error}") from None
+    return call_factory(factory, (num_outputs,), dict(cfg.network_kwargs), "network", cfg.network, "network_kwargs",
+                        f"{cfg.network}(num_outputs, **network_kwargs)")
 
 
 def make_network(cfg, env, module: nn.Module | None = None) -> Network:

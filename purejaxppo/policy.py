@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from purejaxppo.compiler import compiler_options
 from purejaxppo.config import PPOConfig
@@ -32,7 +33,25 @@ def make_policy(cfg: PPOConfig, state: LearnerState, network=None) -> "Policy":
     if not isinstance(state, LearnerState):
         raise ConfigError("state", type(state).__name__, "must be a LearnerState (ppo.load gives one: "
                           "cfg, state = ppo.load(folder))")
-    return Policy(Learner(cfg, network=network).agent, state.params, state.agent_state)
+    agent = Learner(cfg, network=network).agent
+    _check_params_fit(agent, state.params, network)
+    return Policy(agent, state.params, state.agent_state)
+
+
+def _check_params_fit(agent, params, network) -> None:
+    """The state's parameters are the ones the agent's network takes (names and shapes, by
+    jax.eval_shape: nothing runs); else a ConfigError saying which network to pass."""
+    obs = jax.ShapeDtypeStruct(agent.network.obs_shape, jnp.float32)
+    expected, _ = jax.eval_shape(lambda key, obs: agent.init(key, obs, 1), jax.random.PRNGKey(0), obs)
+
+    def shapes(tree):
+        return jax.tree.structure(tree), [tuple(np.shape(x)) for x in jax.tree.leaves(tree)]
+
+    if shapes(expected) != shapes(params):
+        built = "the network passed as network=" if network is not None else "the network the config names"
+        raise ConfigError("network", NO_VALUE, f"the state's parameters do not fit {built}; a state trained with "
+                          f"a network passed as a module (make_train(cfg, network=...)) needs the same module "
+                          f"again: make_policy(cfg, state, network=module)")
 
 
 class Policy:

@@ -43,6 +43,11 @@ def rollout(env, policy, env_state, obs, key, num_steps, resets="per_step", carr
       "in_loop"      one per (step, env), each step computing its own (same results as
                      "per_step", memory of one step)
     Returns (env_state, obs, carry, Transition[num_steps, num_envs]).
+
+    A state whose mask allows no action at all: the masked policy gives every action the
+    same lowest logit, has no preference, and takes action 0, greedy or sampled (the noise of
+    sampling vanishes against that logit); no gradient reaches the policy from the step.
+    `no_action` finds such steps, for the learner's and evaluation's counts.
     """
     num_envs = obs.shape[0]
     act_key, step_key, reset_key = jax.random.split(key, 3)
@@ -87,3 +92,17 @@ def restart(carry, fresh, done):
     """A policy's memory `carry` (rows [num_envs, ...], or ()) with the rows where `done`
     [num_envs] is true replaced by `fresh`'s."""
     return jax.tree.map(lambda f, c: jnp.where(done.reshape(done.shape + (1,) * (c.ndim - 1)), f, c), fresh, carry)
+
+
+def no_action(traj: Transition, masked: bool):
+    """[num_steps, num_envs] True where the mask the policy acted under allowed no action
+    (all False where no mask applies: `masked` false)."""
+    if not masked:
+        return jnp.zeros(traj.reward.shape, bool)
+    return ~jnp.any(traj.action_mask, axis=-1)
+
+
+def past_time_limit(traj: Transition, max_episode_steps: int):
+    """[num_steps, num_envs] True on the step where an episode runs past `max_episode_steps`
+    without having ended (its step max_episode_steps + 1): once per such episode."""
+    return traj.episode_length == max_episode_steps + 1

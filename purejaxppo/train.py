@@ -21,7 +21,9 @@ One update, all inside one `lax.scan` over updates:
                         from the memory they started with)
                         for each minibatch: clipped PPO loss -> global-norm clip -> Adam
                     stop early once an epoch's mean k3 KL > 1.5 * target_kl
-    4. diagnostics  per epoch (KL, clip fraction) and per update (losses, episodes, ...)
+    4. diagnostics  per epoch (KL, clip fraction) and per update (losses, episodes, ...),
+                    and what went wrong at run time: steps whose action mask allowed no
+                    action, episodes that ran past max_episode_steps (counted, not averaged)
     5. observe      with normalize_obs, merge the rollout's observations into the running
                     statistics: the rollout and every epoch of an update see the same
                     normalisation, so the first minibatch's ratio is exactly 1
@@ -42,11 +44,11 @@ from purejaxppo.agent import make_agent
 from purejaxppo.config import ACTION_KIND_FIELDS, HParams, PPOConfig, check_config, check_hparams
 from purejaxppo.errors import integer
 from purejaxppo.envs import check_env_config, make_env
-from purejaxppo.evaluate import evaluate
+from purejaxppo.evaluate import evaluate_episodes
 from purejaxppo.gae import gae
 from purejaxppo.losses import explained_variance, ppo_loss, ratio_diagnostics
 from purejaxppo.normalize import init_reward_scaler, scale_rewards
-from purejaxppo.rollout import rollout
+from purejaxppo.rollout import no_action, past_time_limit, rollout
 
 ADAM_EPS = 1e-5
 PER_EPOCH_METRICS = ("kl_k1", "kl_k3", "clip_fraction", "ratio_outside")
@@ -77,7 +79,8 @@ class LearnerState:
 class TrainResult:
     state: LearnerState
     metrics: dict  # name -> [num_updates, ...]; see docs/metrics.md
-    evaluation: dict  # final policy on fresh episodes: {"deterministic", "stochastic"} -> [episodes]
+    evaluation: dict  # final policy on fresh episodes: {"deterministic", "stochastic"} -> returns [episodes]
+                      # (NaN: did not end), "<mode>_no_action_steps" -> [episodes] (see evaluate.evaluate_episodes)
 
 
 def make_optimizer(max_grad_norm, learning_rate) -> optax.GradientTransformation:
@@ -156,10 +159,17 @@ class Learner:
     def evaluate(self, state: LearnerState, num_episodes: int, deterministic: bool = True, key=None):
         """The policy's return on `num_episodes` fresh episodes [num_episodes]; `key`
         defaults to one drawn from the state's evaluation stream (one per mode).
-        `deterministic` may be traced: one program then evaluates both ways."""
+        `deterministic` may be traced: one program then evaluates both ways. NaN: an episode
+        that did not end within max_episode_steps."""
+        return self.evaluate_episodes(state, num_episodes, deterministic, key)["return"]
+
+    def evaluate_episodes(self, state: LearnerState, num_episodes: int, deterministic: bool = True, key=None):
+        """`evaluate`'s episodes with what went wrong in them: {"return", "no_action_steps"},
+        each [num_episodes] (see `evaluate.evaluate_episodes`)."""
         if key is None:
             key = jax.random.fold_in(state.eval_key, deterministic)
-        return evaluate(self.env, self.agent, state.params, state.agent_state, key, num_episodes, deterministic)
+        return evaluate_episodes(self.env, self.agent, state.params, state.agent_state, key, num_episodes,
+                                 deterministic)
 
     # ----------------------------------------------------------------------------------
     def ppo_update(self, state: LearnerState, hp: HParams):
@@ -230,7 +240,9 @@ class Learner:
             epochs_run=jnp.sum(per_epoch["active"]).astype(jnp.int32),
             first_minibatch_ratio_error=per_epoch["ratio_error"][0],
             clip_cases=self._clip_cases(params, state.agent_state, batch, hp.clip_eps),
-            learning_rate=lr)
+            learning_rate=lr,
+            no_action_steps=jnp.sum(no_action(traj, agent.masked)).astype(jnp.int32),
+            overlong_episodes=jnp.sum(past_time_limit(traj, self.env.max_episode_steps)).astype(jnp.int32))
 
         updates_done = state.updates_done + 1
 
@@ -306,7 +318,9 @@ def make_train(cfg: PPOConfig, eval_episodes: int = 0, network=None):
         evaluation = {}
         if eval_episodes:
             for name, deterministic in EVAL_MODES.items():
-                evaluation[name] = learner.evaluate(state, eval_episodes, deterministic)
+                done = learner.evaluate_episodes(state, eval_episodes, deterministic)
+                evaluation[name] = done["return"]
+                evaluation[f"{name}_no_action_steps"] = done["no_action_steps"]
         return TrainResult(state, metrics, evaluation)
 
     return train

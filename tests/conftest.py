@@ -3,6 +3,8 @@
 import os
 import tempfile
 
+import pytest
+
 
 def pytest_configure(config):
     # the command line's persistent compilation cache: one fresh folder for this test session,
@@ -58,3 +60,23 @@ def assert_acyclic(graph: dict) -> None:
 
     for name in graph:
         visit(name, [])
+
+
+@pytest.fixture
+def registry():
+    """purejaxppo.envs, whose registrations made by a test are forgotten after it."""
+    from purejaxppo import envs
+
+    saved = dict(envs._REGISTERED)
+    yield envs
+    envs._REGISTERED.clear()
+    envs._REGISTERED.update(saved)
+
+
+@pytest.fixture
+def exits(monkeypatch):
+    """os._exit(code) raises SystemExit(code), so that a stopped command can be watched in this process."""
+    def exit_(code):
+        raise SystemExit(code)
+
+    monkeypatch.setattr(os, "_exit", exit_)

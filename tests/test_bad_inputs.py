@@ -10,6 +10,8 @@ test fails until some case breaks it.
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,6 +21,7 @@ import numpy as np
 import pytest
 
 import purejaxppo as ppo
+import user_networks
 from purejaxppo import config
 from purejaxppo.config import ConfigError, HParams, PPOConfig
 from purejaxppo.experiments import cli
@@ -36,6 +39,7 @@ class Cli:
     field: str                 # named in the line (and, for a Python case, ConfigError.field)
     needle: str = ""           # also in the line
     files: dict = dataclasses.field(default_factory=dict)
+    absent: tuple = ()         # modules that cannot be imported during the case (an optional package)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,6 +194,42 @@ CASES = [
         "it returned [batch, 5] and [batch]",
         {"c.yaml": BASE, "nets.py": "import purejaxppo.networks as n\n"
                                     "def wrong(num_outputs): return n.ActorCritic(5)\n"}),
+    # --- what a user's factory does, and what it returns ------------------------------------------
+    Cli("env factory raising", ["train", "c.yaml"], "env", "make's factory(**env_params) failed: RuntimeError: no map",
+        {"c.yaml": BASE.replace("CartPole-v1", "raising_env:make"),
+         "raising_env.py": "def make():\n    raise RuntimeError('no map\\nsecond line')\n"}),
+    Cli("env factory calling sys.exit", ["train", "c.yaml"], "env", "failed: SystemExit: 3",
+        {"c.yaml": BASE.replace("CartPole-v1", "exiting_env:make"),
+         "exiting_env.py": "import sys\n\ndef make():\n    sys.exit(3)\n"}),
+    Cli("network factory raising", ["train", "base.yaml", "--set", "network=raising_net:make"], "network",
+        "failed: ValueError: no such layer",
+        {"raising_net.py": "def make(num_outputs):\n    raise ValueError('no such layer')\n"}),
+    Cli("network of integer logits", ["train", "base.yaml", "--set", "network=int_net:make"], "network",
+        "must return floating actor_out and value; its actor_out is int32[batch, 2]",
+        {"int_net.py": "from user_networks import IntegerLogits\n\ndef make(num_outputs):\n"
+                       "    return IntegerLogits(num_outputs)\n"}),
+    Cli("env whose mask allows no action", ["train", "c.yaml"], "env", "allows no action in the state reset",
+        {"c.yaml": BASE.replace("CartPole-v1", "closed_env:make"),
+         "closed_env.py": "import jax.numpy as jnp\nfrom user_envs import corridor_with\n\ndef make():\n"
+                          "    return corridor_with(action_mask=lambda state: jnp.zeros(3, bool))\n"}),
+    Cli("env whose action box has low > high", ["train", "c.yaml"], "env",
+        "action_space.low must not exceed action_space.high",
+        {"c.yaml": BASE.replace("CartPole-v1", "box_env:make"),
+         "box_env.py": "from purejaxppo.envs import ActionSpace, GymnaxEnv\n\ndef make():\n"
+                       "    env = GymnaxEnv('Pendulum-v1')\n"
+                       "    env.action_space = ActionSpace('continuous', shape=(1,), low=2.0, high=-2.0)\n"
+                       "    return env\n"}),
+    Cli("env whose actions are of no kind", ["train", "c.yaml"], "env", "must be discrete or continuous, not 'box'",
+        {"c.yaml": BASE.replace("CartPole-v1", "kind_env:make"),
+         "kind_env.py": "from purejaxppo.envs import ActionSpace\nfrom user_envs import corridor_with\n\n"
+                        "def make():\n    return corridor_with(action_space=ActionSpace('box', num_actions=3))\n"}),
+    Cli("action_squash tanh on an open box", ["train", "c.yaml", "--set", "action_squash=tanh"], "action_squash",
+        "must be finite with low < high",
+        {"c.yaml": BASE.replace("CartPole-v1", "open_env:make"),
+         "open_env.py": "import numpy as np\nfrom purejaxppo.envs import ActionSpace, GymnaxEnv\n\ndef make():\n"
+                        "    env = GymnaxEnv('Pendulum-v1')\n"
+                        "    env.action_space = ActionSpace('continuous', shape=(1,), low=-2.0, high=np.inf)\n"
+                        "    return env\n"}),
     Cli("gru minibatches split the envs", ["train", "base.yaml", "--set", "policy=gru", "--set",
                                            "num_minibatches=8"], "num_minibatches", "must divide num_envs=4"),
     setting("hidden_sizes=[64, 0]", "hidden_sizes", "positive integers"),
@@ -270,6 +310,31 @@ CASES = [
         "gives 0.1 twice"),
     Cli("--grid a key twice", ["sweep", "sweep.yaml", "--grid", "lr=0.1", "--grid", "lr=0.2"], "--grid",
         "given twice"),
+    Cli("--seeds not a number", ["train", "base.yaml", "--seeds", "two"], "--seeds", "invalid int value: 'two'"),
+    Cli("--seed not a number", ["train", "base.yaml", "--seed", "1.5"], "--seed", "invalid int value: '1.5'"),
+    Cli("--seed beyond the key range", ["train", "base.yaml", "--seed", str(2**32)], "--seed", "2**32"),
+    Cli("--checkpoint-every 0", ["train", "base.yaml", "--checkpoint-every", "0"], "--checkpoint-every",
+        "at least 1"),
+    Cli("--keep 0", ["sweep", "sweep.yaml", "--keep", "0"], "--keep", "at least 1"),
+    Cli("--out a file", ["train", "base.yaml", "--out", "base.yaml"], "--out", "exists and is not an empty folder"),
+    Cli("--out not UTF-8", ["train", "base.yaml", "--out", os.fsdecode(b"out-\xff")], "--out",
+        "bytes that are not UTF-8"),
+    Cli("--resume not a folder", ["train", "--resume", "nothing"], "--resume", "is not a folder"),
+    Cli("--resume not UTF-8", ["sweep", "--resume", os.fsdecode(b"run-\xfe")], "--resume",
+        "bytes that are not UTF-8"),
+    Cli("--wandb without wandb", ["train", "base.yaml", "--wandb", "project"], "--wandb", "pip install wandb",
+        absent=("wandb",)),
+    Cli("an unknown option", ["train", "base.yaml", "--seed-count", "3"], "--seed-count", "unrecognized arguments"),
+    Cli("an unknown command", ["trian", "base.yaml"], "command", "invalid choice: 'trian'"),
+    # --- eval -------------------------------------------------------------------------------------
+    Cli("eval: no run folder", ["eval", "nothing"], "nothing", "no checkpoints/ folder"),
+    Cli("eval: --episodes 0", ["eval", "nothing", "--episodes", "0"], "--episodes", "at least 1"),
+    Cli("eval: --episodes not a number", ["eval", "nothing", "--episodes", "ten"], "--episodes", "invalid int value"),
+    Cli("eval: --seed -1", ["eval", "nothing", "--seed", "-1"], "--seed", "[0, 2**32 - seeds]"),
+    Cli("eval: --step not a number", ["eval", "nothing", "--step", "last"], "--step", "invalid int value"),
+    Cli("eval: --render a file that exists", ["eval", "nothing", "--render", "base.yaml"], "--render",
+        "replays never replace a file"),
+    Cli("eval: folder not UTF-8", ["eval", os.fsdecode(b"run-\xfd")], "folder", "bytes that are not UTF-8"),
     # --- sweep files -------------------------------------------------------------------------
     sweep_file(BASE, "sweep", "no sweep: section", id="sweep file without a sweep: section"),
     sweep_file(BASE + "sweep: 5\n", "sweep", "must be a mapping", id="sweep: 5"),
@@ -336,6 +401,31 @@ CASES = [
     Cli("pbt with --grid", ["sweep", "s.yaml", "--grid", "clip_eps=0.1,0.2"], "sweep.pbt", "give one of them",
         {"s.yaml": BASE + "sweep:\n  pbt: {population: 4, interval: 2, hyperparameters: {lr: {uniform: "
                           "[0.001, 0.01]}}}\n"}),
+    # --- bounds before anything runs: memory, 32-bit integers ----------------------------
+    Cli("--seeds beyond the memory", ["train", "base.yaml", "--seeds", str(2**31 - 1)], "--seeds", "could fit"),
+    Cli("--eval-episodes beyond the memory", ["train", "base.yaml", "--seeds", "1000", "--eval-episodes",
+                                              str(2**31 - 1)], "--eval-episodes", "could fit"),
+    Cli("--seed beyond the key range with the file's seeds", ["sweep", "s.yaml", "--seed", str(2**32 - 2)], "--seed",
+        "2**32", {"s.yaml": SWEEP.replace("sweep:\n", "sweep:\n  seeds: 5\n")}),
+    section("  seeds: 2147483647\n", "sweep.seeds", "could fit"),
+    section("  seeds: 2147483648\n", "sweep.seeds", "below 2**31"),
+    section("  random: {trials: 2147483647, lr: {loguniform: [0.0001, 0.001]}}\n", "random.trials", "could fit"),
+    section("  random_seed: 100000000000000000000\n", "sweep.random_seed", "below 2**32"),
+    section("  eval_episodes: 2147483648\n", "sweep.eval_episodes", "below 2**31"),
+    pbt_section("population: 2147483647", "pbt.population", "could fit"),
+    pbt_section("population: 1000000000000", "pbt.population", "below 2**31"),
+    setting("num_envs=2147483648", "num_envs", "32 bits"),
+    setting("hidden_sizes=[64, 2147483648]", "hidden_sizes", "32 bits"),
+    pbt_section("explore: {perturb: [.inf]}", "pbt.explore.perturb", "inf is not"),
+    pbt_section("explore: {perturb: [0.8, .nan]}", "pbt.explore.perturb", "nan is not"),
+    pbt_section("explore: {perturb: [1.0e+308]}", "pbt.explore.perturb", "1e+308 is not"),
+    pbt_section("explore: {perturb: [0.8, 0]}", "pbt.explore.perturb", "0 is not"),
+    pbt_section("fitness: [episode_return]", "pbt.fitness", "one of episode_return"),
+    pbt_section("fitness: {episode_return: 1}", "pbt.fitness", "one of episode_return"),
+    train("", needle="is empty (no key): name at least env", id="empty config file"),
+    train("# lr: 0.1\n", needle="is empty (no key)", id="config file of comments only"),
+    train("{}\n", needle="is empty (no key)", id="config file {}"),
+    sweep_file("", "sweep file", "is empty (no key)", id="empty sweep file"),
     # --- Python API doors ------------------------------------------------------------------------
     Api("load: run given as a string", lambda: ppo.load(RUN_0_4, run="0"), "run", "must be an integer"),
     Api("load: step given as a string", lambda: ppo.load(RUN_0_4, step="4"), "step", "must be an integer"),
@@ -355,6 +445,15 @@ CASES = [
     Api("Learner: log_std_init on discrete", hand_built("Learner", log_std_init=-0.5), "log_std_init"),
     Api("Learner: env_params", hand_built("Learner", env_params={"max_steps_in_episode": -5}),
         "env_params.max_steps_in_episode"),
+    Api("register: a built-in gymnax name", lambda: ppo.envs.register("CartPole-v1", dict), "env",
+        "clashes with the built-in gymnax environment"),
+    Api("make_policy: a network module's state without network=", lambda: ppo.make_policy(
+        tiny(), ppo.Learner(tiny(), network=user_networks.TwoTowers(2)).init(jax.random.PRNGKey(0))), "network",
+        "make_policy(cfg, state, network=module)"),
+    Api("ppo.sweep: seeds beyond the memory", lambda: ppo.sweep(tiny(), seeds=2**31 - 1), "seeds", "could fit"),
+    Api("ppo.pbt: a perturb factor beyond float32", lambda: ppo.pbt(tiny(), {
+        "population": 2, "interval": 2, "hyperparameters": LR_UNIFORM, "explore": {"perturb": [1e308]}}),
+        "pbt.explore.perturb", "1e+308 is not"),
     Api("make_train: not a PPOConfig", lambda: ppo.make_train({"lr": 0.1}), "config"),
     Api("make_train: eval_episodes", lambda: ppo.make_train(tiny(), eval_episodes=-1), "eval_episodes"),
     Api("HParams.stack: negative lr", stacked(lr=[1e-3, -1e-3]), "lr", "(run 1)"),
@@ -403,8 +502,11 @@ def test_cli_refuses_in_one_line(case: Cli, tmp_path, monkeypatch, capsys):
     for name, content in case.files.items():
         Path(name).parent.mkdir(parents=True, exist_ok=True)
         (Path(name).write_bytes if isinstance(content, bytes) else Path(name).write_text)(content)
+    for module in case.absent:
+        monkeypatch.setitem(sys.modules, module, None)  # import raises ImportError
     capsys.readouterr()
-    code = cli.main([*case.argv, "--out", "out"])
+    given_out = "--out" in case.argv or case.argv[0] == "eval"
+    code = cli.main([*case.argv] if given_out else [*case.argv, "--out", "out"])
     out, err = capsys.readouterr()
     assert code == 2, (out, err)
     assert "Traceback" not in err + out
@@ -429,6 +531,13 @@ def test_python_api_refuses_naming_the_field(case: Api):
 
 # Fields no case can break (none today; say why beside each one added here).
 UNBREAKABLE: dict[str, str] = {}
+# Command-line options no case can break, with why.
+UNBREAKABLE_OPTIONS = {
+    "-h": "prints and exits", "--help": "prints and exits", "--help-config": "prints and exits", "--version": "prints and exits",
+    "--tensorboard": "a flag: takes no value", "--no-cluster": "a flag: takes no value",
+    "--no-cache": "a flag: takes no value", "--stochastic": "a flag: takes no value",
+    "--json": "a flag: takes no value",
+}
 
 
 def test_every_field_joins_the_matrix():
@@ -438,6 +547,23 @@ def test_every_field_joins_the_matrix():
     assert not missing, f"add a case to CASES that breaks each of {missing} (or list it in UNBREAKABLE, with why)"
     ruled = {name for name, f in config.FIELDS.items() if f.rules}
     assert ruled <= named, ruled - named
+
+
+def _options() -> set[str]:
+    """Every option and positional argument of every command (`command` for the command itself)."""
+    parser = cli._parser()
+    names = {"command"}
+    for sub in [parser, *parser._subparsers._group_actions[0].choices.values()]:
+        for action in sub._actions:
+            names.update(action.option_strings or ([action.dest] if action.dest != "command" else []))
+    return names
+
+
+def test_every_option_joins_the_matrix():
+    """Every command-line option is broken by at least one case (a flag is listed with why it cannot be)."""
+    named = {case.field for case in CASES if isinstance(case, Cli)}
+    missing = sorted(o for o in _options() if o not in named and o not in UNBREAKABLE_OPTIONS)
+    assert not missing, f"add a case to CASES that breaks each of {missing} (or list it in UNBREAKABLE_OPTIONS, with why)"
 
 
 def test_numpy_scalars_are_the_numbers_they_are():

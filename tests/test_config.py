@@ -59,6 +59,29 @@ def test_unknown_key_in_yaml_is_an_error(tmp_path):
         ppo.load_config(CARTPOLE, overrides={"learning_rate": 1e-3})
 
 
+@pytest.mark.parametrize("text", ["", "# nothing yet\n", "\n   \n", "{}\n"])
+def test_a_config_file_without_a_key_is_refused(tmp_path, text):
+    """Writing nothing does not ask for every default: an empty file is a mistake (a wrong path
+    redirected into it, a save that failed), named before anything runs."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="is empty \\(no key\\): name at least env") as info:
+        ppo.load_config(path)
+    assert info.value.field == "config"
+
+
+@pytest.mark.parametrize("command, field", [("train", "config"), ("sweep", "sweep file")])
+def test_the_cli_refuses_an_empty_file_in_one_line(tmp_path, monkeypatch, capsys, command, field):
+    from purejaxppo.experiments.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty.yaml").write_text("# a config, some day\n")
+    assert main([command, "empty.yaml", "--out", "out"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"purejaxppo: error: {field}='empty.yaml': is empty (no key): name at least env, e.g. env: CartPole-v1"
+    assert not (tmp_path / "out").exists()
+
+
 def test_config_loads_and_hparams_are_traced_values():
     cfg = ppo.load_config(CARTPOLE, overrides={"num_envs": 8, "env_params": {"max_steps_in_episode": 200}})
     assert cfg.num_envs == 8 and cfg.batch_size == 8 * 128

@@ -33,15 +33,6 @@ def whole(tmp_path_factory):
     return out
 
 
-@pytest.fixture
-def exits(monkeypatch):
-    """os._exit(code) raises SystemExit(code), so that a stopped command can be watched in this process."""
-    def exit_(code):
-        raise SystemExit(code)
-
-    monkeypatch.setattr(os, "_exit", exit_)
-
-
 def _checkpoints(out):
     return sorted(int(p.name) for p in (out / "checkpoints").iterdir() if p.name.isdigit())
 
@@ -73,6 +64,23 @@ def test_a_stop_signal_is_raised_at_once_and_after_a_deferred_section():
             saved.append("whole")
     assert saved == ["whole"] and stopped.value.exit_code == 129
     assert {s: signal.getsignal(s) for s in STOP_SIGNALS} == before
+
+
+def test_a_stop_signal_lands_while_an_interruptible_call_blocks_and_its_result_or_error_comes_back():
+    """`interruptible` runs a blocking call (jax.distributed.initialize waiting for processes
+    that never come) in a thread of its own: a stop signal lands at once in the main thread."""
+    from purejaxppo.experiments.faults import interruptible
+
+    assert interruptible(sum, [1, 2]) == 3
+    with pytest.raises(ZeroDivisionError):
+        interruptible(lambda: 1 / 0)
+    import threading
+
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()  # Ctrl-C while the call blocks
+    started = time.monotonic()
+    with stop_signals(STOP_SIGNALS), pytest.raises(Stopped) as stopped:
+        interruptible(time.sleep, 30)
+    assert stopped.value.exit_code == 130 and time.monotonic() - started < 2
 
 
 def test_sigterm_during_a_checkpoint_save_waits_for_it_then_names_it_and_resume_ends_as_the_run_never_stopped(

@@ -67,6 +67,12 @@ def errors(output):
      "JAX_PROCESS_ID: must be set with JAX_COORDINATOR_ADDRESS"),
     ({"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1234", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0",
       "PUREJAXPPO_HEARTBEAT_SECONDS": "soon"}, "PUREJAXPPO_HEARTBEAT_SECONDS='soon': must be an integer of at least 1"),
+    ({"JAX_COORDINATOR_ADDRESS": "fe80::1:8476", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"},
+     "JAX_COORDINATOR_ADDRESS='fe80::1:8476': an IPv6 address must be in brackets: [address]:port"),
+    ({"JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "1"},
+     "JAX_COORDINATOR_ADDRESS: must be set with JAX_NUM_PROCESSES (no cluster detected to tell it)"),
+    ({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "2"}, "SLURM_PROCID: must be set with SLURM_JOB_ID and SLURM_NTASKS=2"),
+    ({"PUREJAXPPO_CLUSTER": "maybe"}, "PUREJAXPPO_CLUSTER='maybe': must be on or off"),
 ])
 @pytest.mark.timeout(120)
 def test_bad_process_variables_are_one_line_and_exit_2_with_no_folder(tmp_path, variables, says):
@@ -93,6 +99,174 @@ def test_a_single_process_or_a_one_task_slurm_job_joins_nothing(monkeypatch):
     assert parallel.init_distributed(detect=False) is None  # --no-cluster
     monkeypatch.setenv("PUREJAXPPO_CLUSTER", "off")
     assert parallel.init_distributed() is None
+
+
+@pytest.fixture
+def no_join(monkeypatch):
+    """No JAX_*, scheduler or PUREJAXPPO_CLUSTER variable; jax.distributed.initialize records its
+    calls (-> the list) instead of joining."""
+    import jax
+
+    for name in [n for n in os.environ if n.startswith(("JAX_", "SLURM_", "OMPI_", "PUREJAXPPO_CLUSTER"))]:
+        monkeypatch.delenv(name)
+    calls = []
+    monkeypatch.setattr(jax.distributed, "initialize", lambda **options: calls.append(options))
+    return calls
+
+
+JOIN_AS_PROCESS_1 = {"JAX_COORDINATOR_ADDRESS": "127.0.0.1:1234", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "1"}
+
+
+@pytest.mark.parametrize("off", ["--no-cluster", "PUREJAXPPO_CLUSTER=off", "PUREJAXPPO_CLUSTER=0"])
+def test_off_runs_alone_whatever_the_jax_or_scheduler_variables_say(no_join, monkeypatch, off):
+    """--no-cluster and PUREJAXPPO_CLUSTER=off: one process alone, process 0, even with every
+    JAX_* variable set (to process 1 of 2) and a scheduler's half set: nothing joins or is refused."""
+    import jax
+
+    from purejaxppo.experiments import parallel
+
+    for name, value in {**JOIN_AS_PROCESS_1, "SLURM_JOB_ID": "7", "SLURM_NTASKS": "2"}.items():
+        monkeypatch.setenv(name, value)
+    if off.startswith("PUREJAXPPO_CLUSTER="):
+        monkeypatch.setenv("PUREJAXPPO_CLUSTER", off.split("=")[1])
+    assert parallel.init_distributed(detect=off != "--no-cluster") is None
+    assert no_join == [] and jax.process_index() == 0 and jax.process_count() == 1
+
+
+@pytest.mark.parametrize("value, on", [("maybe", None), ("of", None), ("ON", True), ("yes", True), ("False", False)])
+def test_the_cluster_setting_is_on_or_off_and_nothing_else(no_join, monkeypatch, value, on):
+    from purejaxppo.errors import ConfigError
+    from purejaxppo.experiments import parallel
+
+    monkeypatch.setenv("PUREJAXPPO_CLUSTER", value)
+    if on is None:
+        with pytest.raises(ConfigError) as refused:
+            parallel.init_distributed()
+        assert refused.value.field == "PUREJAXPPO_CLUSTER" and str(refused.value) == (
+            f"PUREJAXPPO_CLUSTER={value!r}: must be on or off (also 1 or 0, yes or no, true or false)")
+    else:
+        assert parallel.cluster_setting() is on
+
+
+@pytest.mark.parametrize("variables, field, says", [
+    ({"JAX_NUM_PROCESSES": "2"}, "JAX_COORDINATOR_ADDRESS", "must be set with JAX_NUM_PROCESSES"),
+    ({"JAX_PROCESS_ID": "1"}, "JAX_COORDINATOR_ADDRESS", "must be set with JAX_PROCESS_ID"),
+    ({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "2"}, "SLURM_PROCID",
+     "must be set with SLURM_JOB_ID and SLURM_NTASKS=2 (a job of 2 processes; srun sets it for each): start every "
+     "process with srun, or run alone with --no-cluster (PUREJAXPPO_CLUSTER=off)"),
+    ({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "2", "SLURM_PROCID": "1", "SLURM_LOCALID": "1"}, "SLURM_STEP_NODELIST",
+     "must be set with SLURM_JOB_ID and SLURM_NTASKS=2"),
+    ({"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "1"}, "OMPI_COMM_WORLD_RANK",
+     "must be set with OMPI_COMM_WORLD_SIZE=2 (a job of 2 processes; mpirun sets it for each)"),
+])
+def test_half_set_variables_are_refused_never_a_process_alone(no_join, monkeypatch, variables, field, says):
+    """A process count, index or address without the others (no cluster detected to tell them),
+    or a scheduler's job of several processes without this one's index: one line naming what is
+    missing, not a process that runs alone (and writes) while the others wait for it."""
+    from purejaxppo.errors import ConfigError
+    from purejaxppo.experiments import parallel
+
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as refused:
+        parallel.init_distributed()
+    assert refused.value.field == field and says in str(refused.value), str(refused.value)
+    assert no_join == []
+
+
+def test_an_ipv6_coordinator_address_must_be_in_brackets():
+    from purejaxppo.errors import ConfigError
+    from purejaxppo.experiments import parallel
+
+    for address in ("::1:1234", "fe80::1:8476"):  # which colon ends the address?
+        with pytest.raises(ConfigError) as refused:
+            parallel.check_address(address)
+        assert str(refused.value) == (f"JAX_COORDINATOR_ADDRESS={address!r}: an IPv6 address must be in brackets: "
+                                      "[address]:port, e.g. [fe80::1]:12345")
+    for address in ("[::1]:1234", "[fe80::1]:8476", "localhost:1234", "10.0.0.1:12345"):
+        assert parallel.check_address(address) == address
+
+
+def _waiting(port: int, proc, timeout: float = 120) -> None:
+    """Until process 0's coordination service listens on `port` (the process waits for the others)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError(f"never waited for the others: {proc.poll()}")
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stop_signal_while_waiting_for_the_other_processes_stops_at_once_with_one_line(tmp_path, signum, code):
+    """Process 0 of 2, the other never started: JAX waits (in C++, up to 300 s) for it. Ctrl-C
+    or SIGTERM stops the wait within a second, with one line and 128 + the signal."""
+    import time
+
+    port = _free_port(28000)
+    proc = subprocess.Popen([sys.executable, "-m", "purejaxppo.experiments.cli", *TINY, "--out", str(tmp_path / "run")],
+                            env=explicit(2, port)[0], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _waiting(port, proc)
+        time.sleep(0.5)
+        sent = time.monotonic()
+        proc.send_signal(signum)
+        output = proc.communicate(timeout=10)[0]
+        seconds = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code and seconds < 2, (proc.returncode, seconds, output)
+    assert output.splitlines() == [f"purejaxppo: stopped by {signal.Signals(signum).name}: while waiting for the "
+                                   f"other processes to join (127.0.0.1:{port}): nothing was written"], output
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.timeout(200)
+def test_a_coordinator_port_in_use_is_one_line_saying_how_to_choose_another_and_no_runtime_log(tmp_path):
+    """Process 0's coordinator port held by another program: JAX's service would fail with a C++
+    log line and crash (SIGSEGV); instead one line naming the address, and what to change."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        env = _env(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2", JAX_PROCESS_ID="0")
+        [(code, output)] = start([[*TINY, "--out", str(tmp_path / "run")]], [env], timeout=150)
+    assert code == 2, output
+    assert output.splitlines() == [
+        f"purejaxppo: error: JAX_COORDINATOR_ADDRESS='127.0.0.1:{port}': port {port} is in use on this host (process "
+        "0's): another program or another run holds it; give every process an address with another free port"], output
+    assert runtime_traces(output) == [], output
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_clusters_coordinator_port_in_use_says_to_set_jax_coordinator_port(no_join, monkeypatch):
+    """Process 0 of a SLURM job step whose port (from the job id, or JAX_COORDINATOR_PORT) is held,
+    e.g. by another step of the same job: refused before JAX's service tries it."""
+    from purejaxppo.errors import ConfigError
+    from purejaxppo.experiments import parallel
+
+    slurm = {"SLURM_JOB_ID": "7", "SLURM_STEP_NODELIST": "localhost", "SLURM_NTASKS": "2", "SLURM_PROCID": "0",
+             "SLURM_LOCALID": "0"}
+    for name, value in slurm.items():
+        monkeypatch.setenv(name, value)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        monkeypatch.setenv("JAX_COORDINATOR_PORT", str(port))
+        with pytest.raises(ConfigError) as refused:
+            parallel.init_distributed()
+    assert str(refused.value) == (
+        f"JAX_COORDINATOR_PORT='{port}': the slurm coordinator's port {port} is in use on this host (process 0's): "
+        "another program or another run holds it; set JAX_COORDINATOR_PORT to another free port, the same for "
+        "every process")
+    assert no_join == []
 
 
 @pytest.mark.slow

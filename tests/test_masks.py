@@ -1,6 +1,6 @@
 """Action masks: an environment's `action_mask(state)` is applied wherever the policy's
 distribution is built (acting, the loss, evaluation, make_policy); `mask_actions: false`
-ignores it."""
+ignores it. A user's gymnax Environment with a mask gets the same guarantees."""
 
 import functools
 
@@ -18,10 +18,12 @@ from purejaxppo.rollout import rollout
 TINY = dict(num_envs=8, num_steps=32, num_minibatches=2, update_epochs=2, total_timesteps=8 * 32 * 3)
 
 
-@pytest.fixture
-def corridor():
+@pytest.fixture(params=["native", "gymnax"])
+def corridor(request):
+    """The masked corridor registered as `corridor`: of the protocol itself, or a gymnax
+    Environment whose adapter gives its mask. Both get every guarantee below."""
     saved = dict(envs._REGISTERED)
-    envs.register("corridor", user_envs.corridor)
+    envs.register("corridor", {"native": user_envs.corridor, "gymnax": user_envs.gymnax_corridor}[request.param])
     yield "corridor"
     envs._REGISTERED.clear()
     envs._REGISTERED.update(saved)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import purejaxppo as ppo
-from purejaxppo.config import HParams
+from purejaxppo.config import ConfigError, HParams
 from purejaxppo.experiments.cli import main
 from purejaxppo.experiments.pbt import interval_fitness, make_pbt, make_step, step_keys
 from purejaxppo.experiments.report import pbt_schedule
@@ -117,6 +117,35 @@ def test_fitness_is_the_mean_return_of_the_episodes_finished_in_the_interval():
     # run 0: (10 + 3 x 20) / 4; run 1: no episode yet (NaN, ranked last); run 2: none in the interval: the last one
     np.testing.assert_allclose(interval_fitness(metrics), [17.5, np.nan, 7.0])
 
+
+
+def test_explored_values_stay_finite_and_within_their_rule():
+    """A factor that overflows float32 (2 x 3e38) gives float32's largest lr, not inf, and gamma 1:
+    a replaced member's values are a config's (`ppo.load` reads them back)."""
+    section = pbt(explore={"perturb": [3e38], "resample": 0.0})
+    hparams = HParams.stack(tiny_cfg(), lr=[2.0] * RUNS, gamma=[0.99] * RUNS)
+    _, explored, copied_from = jax.jit(make_step(section, SEEDS))(
+        states(), hparams, np.asarray(FITNESS, np.float32), step_keys(0, list(range(SEEDS)), 0))
+    replaced = np.asarray(copied_from) != np.arange(RUNS) // SEEDS
+    assert replaced.any()
+    assert np.all(np.asarray(explored.lr)[replaced] == np.finfo(np.float32).max)
+    assert np.all(np.asarray(explored.gamma)[replaced] == 1.0)
+    assert np.all(np.asarray(explored.lr)[~replaced] == 2.0)
+
+
+@pytest.mark.parametrize("factor", [float("inf"), float("nan"), 1e308, 1e-50, 0.0, -1.25, "fast"])
+def test_perturb_factors_are_finite_float32_numbers_and_a_bad_one_is_named(factor):
+    with pytest.raises(ConfigError) as info:
+        pbt(explore={"perturb": [1.25, factor]})
+    assert info.value.field == "pbt.explore.perturb"
+    assert f"{factor!r} is not" in str(info.value) and "positive factors" in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("fitness", [["episode_return"], {"episode_return": 1}])
+def test_fitness_is_one_name(fitness):
+    with pytest.raises(ConfigError, match="must be one of episode_return") as info:
+        pbt(fitness=fitness)
+    assert info.value.field == "pbt.fitness"
 
 
 def test_a_schedule_follows_the_weights_back_through_copied_from():
@@ -244,6 +273,35 @@ def test_a_pbt_run_resumed_from_a_middle_checkpoint_is_the_same_run(whole, capsy
         assert (cut / name).read_text() == (whole / "whole" / name).read_text(), name
     for k in range(RUNS):
         chex.assert_trees_all_equal(ppo.load(cut, run=k), ppo.load(whole / "whole", run=k))
+
+
+OVERFLOWING_FILE = """env: CartPole-v1
+num_envs: 4
+num_steps: 16
+num_minibatches: 2
+total_timesteps: 128
+sweep:
+  eval_episodes: 0
+  pbt:
+    population: 2
+    interval: 1
+    hyperparameters:
+      lr: {uniform: [1.0, 2.0]}
+      gamma: {uniform: [0.9, 0.99]}
+    exploit: 0.5
+    explore: {perturb: [3.0e+38], resample: 0}
+"""
+
+
+def test_a_member_perturbed_past_float32_is_saved_as_a_config_that_loads(tmp_path):
+    """Two updates, one step between them: the replaced member's lr (1 to 2, times 3e38) would be
+    inf, which no config takes; it is float32's largest, and its gamma 1."""
+    (tmp_path / "pbt.yaml").write_text(OVERFLOWING_FILE)
+    assert main(["sweep", str(tmp_path / "pbt.yaml"), "--out", str(tmp_path / "out"), "--no-cache"]) == 0
+    configs = [ppo.load(tmp_path / "out", run=k)[0] for k in range(2)]
+    assert all(0 < cfg.lr <= np.finfo(np.float32).max and 0 <= cfg.gamma <= 1 for cfg in configs)
+    assert sorted(cfg.lr == float(np.finfo(np.float32).max) for cfg in configs) == [False, True]
+    assert sorted(cfg.gamma == 1.0 for cfg in configs) == [False, True]
 
 
 @pytest.mark.learning

@@ -5,7 +5,7 @@ import pytest
 
 import purejaxppo as ppo
 from purejaxppo.experiments.cli import main
-from purejaxppo.config import ConfigError, is_checked
+from purejaxppo.config import ConfigError, check_fields, is_checked
 from purejaxppo.experiments.sweep import load_sweep, make_spec, plan, sweep
 
 BASE = dict(num_envs=4, num_steps=16, num_minibatches=2, total_timesteps=4 * 16 * 3)
@@ -158,6 +158,21 @@ def test_bad_values_are_caught_before_compiling():
         plan(base, make_spec(grid={"num_minibatches": [2, 3]}))
     with pytest.raises(ConfigError, match="random.lr"):
         make_spec({"random": {"trials": 2, "lr": {"loguniform": [0, 1]}}})
+
+
+@pytest.mark.parametrize("values, field", [
+    ({"log_std_init": -0.5}, "log_std_init"),
+    ({"env_params": {"max_steps_in_episode": -5}}, "env_params.max_steps_in_episode"),
+])
+def test_a_train_runs_errors_point_at_no_sweep_point(values, field):
+    """A train run is the base alone (one point, nothing swept): its errors are the config's own."""
+    base = check_fields({**BASE, **values})
+    with pytest.raises(ConfigError) as info:
+        plan(base, make_spec({"seeds": 2}))
+    assert info.value.field == field and "sweep point" not in str(info.value), str(info.value)
+    with pytest.raises(ConfigError) as info:  # a sweep's point is named
+        plan(base, make_spec(grid={"clip_eps": [0.1], "num_envs": [4]}))
+    assert str(info.value).endswith("(in sweep point {'clip_eps': 0.1, 'num_envs': 4})"), str(info.value)
 
 
 def test_random_search_draws_reproducible_points():

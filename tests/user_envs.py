@@ -1,9 +1,11 @@
 """Environments a user writes, imported by the tests as `user_envs:<factory>`."""
 
+import sys
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from gymnax.environments import environment, spaces
 
 from purejaxppo.envs import ActionSpace
 
@@ -50,6 +52,63 @@ class Corridor:
 
 def corridor(**params):
     return Corridor(**params)
+
+
+class GymnaxCorridor(environment.Environment):
+    """The same corridor as a gymnax Environment, its mask written as gymnax's own methods
+    are: `action_mask(state, params)`."""
+
+    def __init__(self, length: int = 6):
+        self.corridor = Corridor(length)
+
+    @property
+    def default_params(self):
+        return environment.EnvParams(max_steps_in_episode=20)
+
+    def reset_env(self, key, params):
+        return self.corridor.reset(key)
+
+    def step_env(self, key, state, action, params):
+        obs, state, reward, terminated, _, info = self.corridor.step(key, state, action)
+        return obs, state, reward, terminated, info
+
+    def is_truncated(self, state, params):
+        return state.steps >= params.max_steps_in_episode
+
+    def action_mask(self, state, params):
+        return self.corridor.action_mask(state)
+
+    def observation_space(self, params):
+        return spaces.Box(0.0, 1.0, (self.corridor.length,), jnp.float32)
+
+    def action_space(self, params):
+        return spaces.Discrete(3)
+
+
+def gymnax_corridor(**params):
+    return GymnaxCorridor(**params)
+
+
+def corridor_with(**members):
+    """A corridor with `members` put in place of its own (a protocol broken on purpose)."""
+    env = Corridor()
+    for name, value in members.items():
+        setattr(env, name, value)
+    return env
+
+
+def fail(how: str):
+    """What a user's factory may do instead of returning: `raise` an error (of two lines),
+    `exit` (sys.exit), or be stopped (`stop`: Ctrl-C, KeyboardInterrupt)."""
+    if how == "raise":
+        raise RuntimeError("the map file is missing\nsecond line")
+    if how == "exit":
+        sys.exit(3)
+    raise KeyboardInterrupt
+
+
+def failing(how: str = "raise"):
+    fail(how)
 
 
 def gymnax_cartpole(**params):

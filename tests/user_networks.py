@@ -3,6 +3,8 @@
 import flax.linen as nn
 import jax.numpy as jnp
 
+from user_envs import fail
+
 
 class TwoTowers(nn.Module):
     """A feed-forward actor-critic of the contract: obs [batch, ...] -> (actor_out, value [batch])."""
@@ -25,6 +27,21 @@ class TwoTowers(nn.Module):
 
 def two_towers(num_outputs, **kwargs):
     return TwoTowers(num_outputs, **kwargs)
+
+
+def failing(num_outputs, how="raise"):
+    """A factory that does not return (see user_envs.fail)."""
+    fail(how)
+
+
+class IntegerLogits(nn.Module):
+    """Outputs of the contract's shapes but not its dtypes: integer logits."""
+
+    num_outputs: int
+
+    @nn.compact
+    def __call__(self, obs):
+        return jnp.round(nn.Dense(self.num_outputs)(obs)).astype(jnp.int32), nn.Dense(1)(obs)[:, 0]
 
 
 def wrong_outputs(num_outputs, extra=1):

@@ -17,7 +17,7 @@ with no recompile. Every check runs here, before anything is compiled, and raise
     help.py      --help-config and the table of docs/configuration.md
 """
 
-from purejaxppo.config.checks import (ALIASES, check_config, check_env_and_network, check_fields,
+from purejaxppo.config.checks import (ALIASES, check_config, check_env_and_network, check_fields, count,
                                       is_checked, make_config, suggest)
 from purejaxppo.config.fields import (ACTION_KIND_FIELDS, ACTIVATIONS, AT_LEAST_1, FIELDS, HPARAM_FIELDS, IN_0_1,
                                       NON_NEGATIVE, POSITIVE, STATIC_FIELDS, TYPES, Field, PPOConfig, Rule, one_of)
@@ -28,6 +28,6 @@ from purejaxppo.errors import ConfigError
 
 __all__ = ["ACTION_KIND_FIELDS", "ACTIVATIONS", "ALIASES", "AT_LEAST_1", "ConfigError", "FIELDS", "Field",
            "HPARAM_FIELDS", "HParams", "IN_0_1", "NON_NEGATIVE", "POSITIVE", "PPOConfig", "Rule", "STATIC_FIELDS",
-           "TYPES", "check_config", "check_env_and_network", "check_fields", "check_hparams", "config_values",
+           "TYPES", "check_config", "check_env_and_network", "check_fields", "check_hparams", "config_values", "count",
            "is_checked", "load_config", "make_config", "markdown_table", "one_of", "parse_override", "read_yaml",
            "suggest", "text_table"]

@@ -15,7 +15,7 @@ import numpy as np
 
 from purejaxppo.config.fields import ACTION_KIND_FIELDS, FIELDS, Field, PPOConfig
 from purejaxppo.envs import Env, check_env_config
-from purejaxppo.errors import NO_VALUE, ConfigError
+from purejaxppo.errors import NO_VALUE, ConfigError, integer
 from purejaxppo.networks import make_network
 
 # What other PPO code bases (and people) call our keys: matched on meaning, not spelling.
@@ -120,6 +120,20 @@ def _number(value: Any) -> int | float | None:
     return None
 
 
+# Integer fields that never reach JAX as they are (total_timesteps is divided into updates on the
+# host, and the updates are bounded): every other integer is a size or a count JAX holds in 32 bits.
+_HOST_INTEGERS = ("total_timesteps",)
+
+
+def count(field: str, value: Any, at_least: int = 1, why: str = "") -> int:
+    """A count of runs, members, episodes, ... (`errors.integer`'s rule and `why`), below 2**31: JAX
+    counts it in 32 bits (an index, a shape). Else a ConfigError naming `field`."""
+    value = integer(field, value, at_least, why)
+    if value >= 2**31:
+        raise ConfigError(field, value, "must be below 2**31 (it is counted in 32 bits)")
+    return value
+
+
 def _coerce(f: Field, value: Any) -> Any:
     """Check one value's type; returns it in its canonical Python type."""
     value = _plain(value)
@@ -134,7 +148,7 @@ def _coerce(f: Field, value: Any) -> Any:
             number = int(number)
         if not isinstance(number, int):
             raise _error(f, value, "must be an integer")
-        if f.traced and not -2**31 <= number < 2**31:
+        if f.name not in _HOST_INTEGERS and not -2**31 <= number < 2**31:
             raise _error(f, value, "must fit in 32 bits (below 2**31)")
         return number
     if f.type == "float":
@@ -158,6 +172,8 @@ def _coerce(f: Field, value: Any) -> Any:
         if (not isinstance(value, (list, tuple)) or not value
                 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)):
             raise _error(f, value, "must be a non-empty list of positive integers")
+        if max(value) >= 2**31:
+            raise _error(f, value, "must hold sizes that fit in 32 bits (below 2**31)")
         return tuple(value)
     if f.type == "mapping":
         if value is None:

@@ -64,9 +64,10 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
 
 
 def read_yaml(path: str | Path, field: str = "config") -> dict[str, Any]:
-    """A YAML file's top-level mapping (empty file: {}), strictly read (UTF-8, no repeated
-    or non-string keys). Every problem is a ConfigError: `field`=path for the file, the
-    key's name for a repeated or non-string key."""
+    """A YAML file's top-level mapping, strictly read (UTF-8, no repeated or non-string
+    keys), holding at least one key: a file with none (empty, only comments, `{}`) would run
+    the defaults of every key, which nobody asks for by writing nothing. Every problem is a
+    ConfigError: `field`=path for the file, the key's name for a repeated or non-string key."""
     path = Path(path)
     if path.is_dir():
         raise ConfigError(field, str(path), "is a folder; give a YAML file")
@@ -85,10 +86,10 @@ def read_yaml(path: str | Path, field: str = "config") -> dict[str, Any]:
         raise ConfigError(problem.key, NO_VALUE, f"in {path}, {problem.rule}") from None
     except yaml.YAMLError as error:
         raise ConfigError(field, str(path), _yaml_problem(error)) from None
-    if loaded is None:
-        return {}
-    if not isinstance(loaded, dict):
+    if not isinstance(loaded, (dict, type(None))):
         raise ConfigError(field, str(path), f"must be a YAML mapping of key: value, not a {type(loaded).__name__}")
+    if not loaded:
+        raise ConfigError(field, str(path), "is empty (no key): name at least env, e.g. env: CartPole-v1")
     return loaded
 
 

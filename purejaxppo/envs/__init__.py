@@ -11,8 +11,13 @@ Your own environments, by the name the config gives in `env:`, looked up in this
   - a name given to `register(name, factory)`;
   - a name in the entry-point group `purejaxppo.envs` of an installed package.
 `factory(**env_params)` returns an environment of the protocol or a gymnax `Environment`
-(adapted as the built-in gymnax ones are); it is checked (`base.check_protocol`) as it is
-built, before anything compiles.
+(adapted as the built-in gymnax ones are, its optional members kept); it is checked
+(`base.check_protocol`) as it is built, before anything compiles. Whatever the factory does
+(raises, calls sys.exit) is one ConfigError naming it. A name of your own never stands for a
+built-in one: `register` refuses a name that clashes with a built-in family or gymnax
+environment, and an entry point so named is refused (never used in the built-in's place)
+when that name is asked for. A misspelt bare name is answered with the closest gymnax and
+registered names.
 """
 
 from __future__ import annotations
@@ -23,11 +28,14 @@ import importlib.metadata
 import importlib.util
 from typing import Any, Callable, Mapping, Protocol
 
+import numpy as np
+
 from purejaxppo.envs.base import ActionSpace, Env, check_protocol
 from purejaxppo.envs.gymnax import GymnaxEnv, env_names  # imports gymnax itself only when used
+from purejaxppo.envs.gymnax import check_name as check_gymnax_name
 from purejaxppo.envs.wrappers import AutoReset, EpisodeStats
 from purejaxppo.errors import ConfigError
-from purejaxppo.imports import import_object
+from purejaxppo.imports import call_factory, failure, import_object
 
 # family prefix -> (module, adapter class); a name without a prefix is a gymnax name
 FAMILIES = {"gymnax": ("purejaxppo.envs.gymnax", "GymnaxEnv"), "brax": ("purejaxppo.envs.brax", "BraxEnv"),
@@ -51,56 +59,85 @@ ENTRY_POINTS = "purejaxppo.envs"  # the entry-point group of installed packages'
 _REGISTERED: dict[str, Callable[..., Any]] = {}
 
 
+def _name_rule(name) -> str | None:
+    """The rule a name of the user's own environment (given to `register`, or an entry
+    point's) breaks, or None: it must not clash with a built-in name or an import path."""
+    if not isinstance(name, str) or not name.strip() or name != name.strip():
+        return "must be a non-empty string without surrounding spaces"
+    if ":" in name:
+        return "cannot hold ':' (env: package.module:factory is an import path)"
+    family = name.partition("/")[0]
+    if family in FAMILIES:
+        return f"clashes with the built-in family {family}/"
+    if "/" not in name and name in env_names():
+        return "clashes with the built-in gymnax environment of that name (a bare name is gymnax's)"
+    return None
+
+
 def register(name: str, factory: Callable[..., Any]) -> None:
     """Offer `factory(**env_params)` as `env: name`. The factory returns an environment of
     the protocol (`purejaxppo.envs.base`) or a gymnax `Environment`. Registering a name
     again replaces its factory (a notebook cell run twice). A name that clashes with a
     built-in family or a gymnax environment, or holds ':' (an import path), is refused."""
-    if not isinstance(name, str) or not name.strip() or name != name.strip():
-        raise ConfigError("env", name, "a registered name must be a non-empty string without surrounding spaces")
-    if ":" in name:
-        raise ConfigError("env", name, "a registered name cannot hold ':' (env: package.module:factory is an "
-                          "import path)")
-    family = name.partition("/")[0]
-    if family in FAMILIES:
-        raise ConfigError("env", name, f"clashes with the built-in family {family}/; choose another name")
-    if "/" not in name and name in env_names():
-        raise ConfigError("env", name, "clashes with the built-in gymnax environment of that name (a bare "
-                          "name is gymnax's); choose another name")
+    rule = _name_rule(name)
+    if rule:
+        raise ConfigError("env", name, f"a registered name {rule}; choose another name")
     if not callable(factory):
         raise ConfigError("env", name, f"its factory must be callable: factory(**env_params) -> environment, "
                           f"not {type(factory).__name__}")
     _REGISTERED[name] = factory
 
 
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINTS)}
+
+
+def _entry_point_shown(ep: importlib.metadata.EntryPoint) -> str:
+    """"the entry point name = module:factory of package their-envs" (what an error names)."""
+    package = getattr(ep.dist, "name", None) or "an unknown package"
+    return f"the entry point {ep.name} = {ep.value} (group {ENTRY_POINTS}) of package {package}"
+
+
 def registered() -> dict[str, Callable[..., Any]]:
-    """Your own environments by name: those of `register`, then installed packages' entry points."""
-    found = {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINTS)}
-    return {**found, **_REGISTERED}
+    """Your own environments by name: installed packages' entry points (those whose names do
+    not clash with a built-in one), then those of `register`."""
+    allowed = {name: ep for name, ep in _entry_points().items() if _name_rule(name) is None}
+    return {**allowed, **_REGISTERED}
 
 
-def _factory(env: str):
+def _factory(env: str) -> tuple[Callable[..., Any], str] | None:
     """The factory of a user's environment `env` (an import path, or a registered or
-    entry-point name), or None for a built-in name."""
+    entry-point name) and its call as errors name it, or None for a built-in name. An entry
+    point named as a built-in is refused, never used in its place."""
     if ":" in env:
-        return import_object(env, "env")
-    own = registered().get(env)
-    if isinstance(own, importlib.metadata.EntryPoint):
-        try:
-            return own.load()
-        except Exception as error:
-            raise ConfigError("env", env, f"the entry point {own.value} (group {ENTRY_POINTS}) cannot be "
-                              f"loaded: {type(error).__name__}: {error}") from None
-    return own
-
-
-def _users_env(env: str, factory, env_params: Mapping[str, Any]) -> Env:
+        return import_object(env, "env"), f"{env}'s factory(**env_params)"
+    if env in _REGISTERED:
+        return _REGISTERED[env], f"{env}'s factory(**env_params)"
+    ep = _entry_points().get(env)
+    if ep is None:
+        return None
+    rule = _name_rule(env)
+    if rule:
+        raise ConfigError("env", env, f"{_entry_point_shown(ep)} {rule}: it is refused, not used (uninstall the "
+                          f"package, or have it rename the entry point)")
     try:
-        made = factory(**env_params)
-    except TypeError as error:
-        raise ConfigError("env_params", dict(env_params), f"{env}'s factory(**env_params) failed: {error}") from None
+        return ep.load(), f"{_entry_point_shown(ep)}: its factory(**env_params)"
+    except (Exception, SystemExit) as error:
+        raise ConfigError("env", env, f"{_entry_point_shown(ep)} cannot be loaded: {failure(error)}") from None
+
+
+def _users_env(env: str, factory, call: str, env_params: Mapping[str, Any]) -> Env:
+    """The environment a user's factory makes (`call` names the call in errors), adapted when
+    it is a gymnax Environment, checked against the protocol."""
+    made = call_factory(factory, (), env_params, "env", env, "env_params", call)
     if _is_gymnax(made):
-        made = GymnaxEnv(env, {}, environment=made)
+        try:
+            made = GymnaxEnv(env, {}, environment=made)
+        except ConfigError:
+            raise
+        except (Exception, SystemExit) as error:
+            raise ConfigError("env", env, f"the gymnax Environment that {call} returned cannot be adapted: "
+                              f"{failure(error)}") from None
     check_protocol(made, env)
     return made
 
@@ -119,20 +156,24 @@ def split_name(env: str) -> tuple[str, str]:
     if not sep:
         return DEFAULT_FAMILY, env
     if family not in FAMILIES:
-        close = difflib.get_close_matches(family, list(FAMILIES), n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]}/{name}? " if close else ""
-        own = f"; registered: {', '.join(sorted(registered()))}" if registered() else ""
+        own = sorted(registered())
+        close = difflib.get_close_matches(env, own, n=1, cutoff=0.6)
+        close = close or [f"{f}/{name}" for f in difflib.get_close_matches(family, list(FAMILIES), n=1, cutoff=0.6)]
+        hint = f"did you mean {close[0]}? " if close else ""
+        listed = f"; registered: {', '.join(own)}" if own else ""
         raise ConfigError("env", env, f"unknown environment family {family!r}; {hint}known: "
-                          f"{', '.join(f'{f}/' for f in FAMILIES)} (a bare name is a gymnax name){own}")
+                          f"{', '.join(f'{f}/' for f in FAMILIES)} (a bare name is a gymnax name){listed}")
     return family, name
 
 
 def make_raw_env(env: str, env_params: Mapping[str, Any] | None = None) -> Env:
     """The adapter alone (no auto-reset, no episode statistics); raises ConfigError."""
-    factory = _factory(env)
-    if factory is not None:
-        return _users_env(env, factory, dict(env_params or {}))
+    own = _factory(env)
+    if own is not None:
+        return _users_env(env, *own, dict(env_params or {}))
     family, name = split_name(env)
+    if "/" not in env and env not in env_names():  # a bare name is gymnax's, or a misspelt registered one
+        check_gymnax_name(env, sorted(registered()))
     if family in EXTRAS and importlib.util.find_spec(EXTRAS[family][0]) is None:
         raise ConfigError("env", env, f"needs the optional {family} package, not installed here: "
                           f"pip install 'purejaxppo[{EXTRAS[family][1]}]'")
@@ -148,14 +189,21 @@ def make_env(cfg: EnvConfig) -> AutoReset:
 def check_env_config(cfg: EnvConfig, action_kinds: Mapping[str, str], env: Env | None = None) -> Env:
     """The name exists, its parameters exist, and action-space specific settings fit:
     `action_kinds` is {field of cfg: the action kind it needs} (`config.ACTION_KIND_FIELDS`);
-    such a field must be null unless the environment has that kind of actions. `env`:
-    the environment already built from cfg (default: build it). Returns the environment."""
+    such a field must be null unless the environment has that kind of actions, and
+    `action_squash: tanh` needs a finite box (low < high). `env`: the environment already
+    built from cfg (default: build it). Returns the environment."""
     env = make_env(cfg) if env is None else env
+    space = env.action_space
     for field, kind in action_kinds.items():
-        if getattr(cfg, field) is not None and env.action_space.kind != kind:
+        if getattr(cfg, field) is not None and space.kind != kind:
             raise ConfigError(field, getattr(cfg, field),
                               f"only applies to {kind} actions; {cfg.env} has "
-                              f"{env.action_space.kind} actions")
+                              f"{space.kind} actions")
+    if getattr(cfg, "action_squash", None) == "tanh":
+        low, high = np.asarray(space.low, np.float64), np.asarray(space.high, np.float64)
+        if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(low < high)):
+            raise ConfigError("action_squash", "tanh", f"squashes actions into their box, which must be finite with "
+                              f"low < high; {cfg.env}'s is low={low.tolist()}, high={high.tolist()} (use clip)")
     return env
 
 

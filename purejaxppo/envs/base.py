@@ -9,8 +9,10 @@ for a single environment (the learner vmaps it). `obs` is a float32 array of sha
 dict. An adapter's `step` is the raw transition: it does not reset. One wrapper,
 `wrappers.AutoReset`, starts new episodes for every adapter and reports the observation
 an episode ended on as `info["final_observation"]`. Keys are raw `jax.random.PRNGKey`
-arrays. An environment may also give `action_mask(state) -> bool[num_actions]` (discrete
-actions): the actions allowed in that state; the policy then never takes another.
+arrays. An environment may also give the optional members (`OPTIONAL`): `reset_strategy`
+and `action_mask(state) -> bool[num_actions]` (discrete actions: the actions allowed in that
+state; the policy then never takes another). An environment gives one by having it; every
+adapter and wrapper gives each optional member exactly where what it wraps does.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from purejaxppo.errors import ConfigError
+from purejaxppo.imports import failure
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,34 +61,104 @@ class Env(Protocol):
 
 
 MEMBERS = ("obs_shape", "action_space", "max_episode_steps", "reset", "step")  # what every environment has
+# What an environment may also have. Every adapter and wrapper gives each of these exactly where
+# what it wraps gives it (or refuses what it wraps in one line); OF_STATE: those of them that are
+# functions of the environment's state (a wrapper calls them with the state it wraps).
+OPTIONAL = ("reset_strategy", "action_mask")
+OF_STATE = ("action_mask",)
+RESET_STRATEGY = "per_step"  # the reset_strategy of an environment that gives none
 
 
 def check_protocol(env, name: str) -> None:
-    """`env` (a user's) follows the protocol: its members are there and of their kinds, and
-    `reset` / `step` give outputs of the declared shapes and dtypes, found by
-    `jax.eval_shape` (nothing compiles). ConfigError naming `name` and what is wrong."""
-    import jax
-
+    """`env` (a user's) follows the protocol: its members are there and of their kinds (an
+    action space the learner can act in), `reset` / `step` / `action_mask` give outputs of the
+    declared shapes and dtypes, found by `jax.eval_shape`, and the mask allows some action in
+    a state `reset` gives (one small compiled call). Whatever the user's code raises on the
+    way (sys.exit included) is a ConfigError naming `name` and what is wrong."""
     def refuse(rule):
         raise ConfigError("env", name, rule)
 
+    try:
+        _check_members(env, refuse)
+    except ConfigError:
+        raise
+    except (Exception, SystemExit) as error:  # a member that fails as it is read
+        refuse(f"failed as its members were read: {failure(error)}")
+    try:
+        _check_outputs(env, refuse)
+    except ConfigError:
+        raise
+    except (Exception, SystemExit) as error:  # the user's reset, step or mask failed on the protocol's inputs
+        refuse(f"failed as reset(key) / step(key, state, action) / action_mask(state) ran: {failure(error)}")
+
+
+def _check_members(env, refuse) -> None:
     missing = [m for m in MEMBERS if not hasattr(env, m)]
     if missing:
         refuse(f"the environment its factory returned ({type(env).__name__}) lacks {', '.join(missing)} "
-               f"(the protocol: {', '.join(MEMBERS)}; optional reset_strategy, action_mask)")
+               f"(the protocol: {', '.join(MEMBERS)}; optional {', '.join(OPTIONAL)})")
     shape = env.obs_shape
     if (not isinstance(shape, tuple) or not shape
             or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in shape)):
         refuse(f"obs_shape must be a non-empty tuple of positive ints, not {shape!r}")
     if not isinstance(env.action_space, ActionSpace):
         refuse(f"action_space must be a purejaxppo.envs.ActionSpace, not {type(env.action_space).__name__}")
+    _check_action_space(env.action_space, refuse)
     steps = env.max_episode_steps
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         refuse(f"max_episode_steps must be an int of at least 1, not {steps!r}")
-    if getattr(env, "reset_strategy", "per_step") not in ("per_step", "per_rollout"):
+    if getattr(env, "reset_strategy", RESET_STRATEGY) not in ("per_step", "per_rollout"):
         refuse(f"reset_strategy must be per_step or per_rollout, not {env.reset_strategy!r}")
-    if hasattr(env, "action_mask") and env.action_space.kind != "discrete":
-        refuse("has action_mask, but its actions are continuous: masks choose among discrete actions")
+    if hasattr(env, "action_mask"):
+        if not callable(env.action_mask):
+            refuse(f"action_mask must be a function: action_mask(state) -> bool[num_actions], not "
+                   f"{type(env.action_mask).__name__}")
+        if env.action_space.kind != "discrete":
+            refuse("has action_mask, but its actions are continuous: masks choose among discrete actions")
+
+
+def _is_count(n) -> bool:
+    return isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 1
+
+
+def _check_action_space(space: ActionSpace, refuse) -> None:
+    """A discrete space of at least one action, or a box of a non-empty shape whose bounds
+    are numbers, not NaN, with low <= high (an infinite bound leaves that side open)."""
+    if space.kind == "discrete":
+        if not _is_count(space.num_actions):
+            refuse(f"a discrete action space needs num_actions, an int of at least 1; it has {space.num_actions!r}")
+        return
+    if space.kind != "continuous":
+        refuse(f"action_space.kind must be discrete or continuous, not {space.kind!r}")
+    shape = space.shape
+    if not (isinstance(shape, tuple) and shape and all(_is_count(n) for n in shape)):
+        refuse(f"a continuous action space needs shape, a non-empty tuple of positive ints (one number: (1,)); "
+               f"it has {shape!r}")
+    bounds = {}
+    for side in ("low", "high"):
+        given = getattr(space, side)
+        try:
+            if given is None:
+                raise TypeError
+            bounds[side] = np.broadcast_to(np.asarray(given, np.float64), shape)
+        except (TypeError, ValueError):
+            refuse(f"action_space.{side} must be numbers of the action's shape {list(shape)} (or one number); "
+                   f"it is {given!r}")
+        if np.isnan(bounds[side]).any():
+            refuse(f"action_space.{side} holds NaN")
+    low, high = bounds["low"], bounds["high"]
+    if np.isposinf(low).any() or np.isneginf(high).any():
+        refuse("action_space.low must be below +inf and action_space.high above -inf")
+    if (low > high).any():
+        at = tuple(int(i) for i in np.argwhere(low > high)[0])
+        refuse(f"action_space.low must not exceed action_space.high; at index {list(at)} low is {low[at]:g} and "
+               f"high {high[at]:g}")
+
+
+def _check_outputs(env, refuse) -> None:
+    """reset, step and action_mask traced on the protocol's inputs (jax.eval_shape); the mask
+    also run on one state reset gives."""
+    import jax
 
     def described(x):
         return f"{np.dtype(x.dtype).name}{list(x.shape)}" if hasattr(x, "shape") else type(x).__name__
@@ -94,33 +167,30 @@ def check_protocol(env, name: str) -> None:
         if not hasattr(got, "shape") or tuple(got.shape) != tuple(want_shape) or np.dtype(got.dtype) != dtype:
             refuse(f"{what} must be {np.dtype(dtype).name}{list(want_shape)}; it is {described(got)}")
 
+    shape, space = env.obs_shape, env.action_space
     key = jax.random.PRNGKey(0)
-    space = env.action_space
     action = (jax.ShapeDtypeStruct((), jnp.int32) if space.kind == "discrete"
               else jax.ShapeDtypeStruct(tuple(space.shape), jnp.float32))
-    try:
-        reset = jax.eval_shape(env.reset, key)
-        if not (isinstance(reset, tuple) and len(reset) == 2):
-            refuse(f"reset(key) must return (obs, state); it returned {type(reset).__name__}")
-        expect("reset's obs", reset[0], np.float32, shape)
-        out = jax.eval_shape(env.step, key, reset[1], action)
-        if not (isinstance(out, tuple) and len(out) == 6):
-            refuse("step(key, state, action) must return (obs, state, reward, terminated, truncated, info)")
-        for what, got, dtype, want in (("step's obs", out[0], np.float32, shape), ("step's reward", out[2], np.float32, ()),
-                                       ("step's terminated", out[3], np.bool_, ()),
-                                       ("step's truncated", out[4], np.bool_, ())):
-            expect(what, got, dtype, want)
-        if not isinstance(out[5], dict):
-            refuse(f"step's info must be a dict; it is {type(out[5]).__name__}")
-        if jax.tree.structure(out[1]) != jax.tree.structure(reset[1]):
-            refuse("step must return a state of the same structure as reset's")
-        if hasattr(env, "action_mask"):
-            expect("action_mask(state)", jax.eval_shape(env.action_mask, reset[1]), np.bool_, (space.num_actions,))
-    except ConfigError:
-        raise
-    except Exception as error:  # the user's reset or step failed on the protocol's inputs
-        first = (str(error).strip().splitlines() or [""])[0]
-        refuse(f"failed as reset(key) / step(key, state, action) were traced: {type(error).__name__}: {first}")
+    reset = jax.eval_shape(env.reset, key)
+    if not (isinstance(reset, tuple) and len(reset) == 2):
+        refuse(f"reset(key) must return (obs, state); it returned {type(reset).__name__}")
+    expect("reset's obs", reset[0], np.float32, shape)
+    out = jax.eval_shape(env.step, key, reset[1], action)
+    if not (isinstance(out, tuple) and len(out) == 6):
+        refuse("step(key, state, action) must return (obs, state, reward, terminated, truncated, info)")
+    for what, got, dtype, want in (("step's obs", out[0], np.float32, shape), ("step's reward", out[2], np.float32, ()),
+                                   ("step's terminated", out[3], np.bool_, ()),
+                                   ("step's truncated", out[4], np.bool_, ())):
+        expect(what, got, dtype, want)
+    if not isinstance(out[5], dict):
+        refuse(f"step's info must be a dict; it is {type(out[5]).__name__}")
+    if jax.tree.structure(out[1]) != jax.tree.structure(reset[1]):
+        refuse("step must return a state of the same structure as reset's")
+    if hasattr(env, "action_mask"):
+        expect("action_mask(state)", jax.eval_shape(env.action_mask, reset[1]), np.bool_, (space.num_actions,))
+        if not np.any(jax.jit(lambda k: env.action_mask(env.reset(k)[1]))(key)):
+            refuse("action_mask(state) allows no action in the state reset(PRNGKey(0)) gives: the policy could "
+                   "take none")
 
 
 def unknown_param(name: str, key, value, known: list[str]) -> ConfigError:

@@ -223,6 +223,11 @@ class JumanjiState:
     action_mask: object  # the flat actions allowed now [num_actions], or () where the environment has no mask
 
 
+def _allowed(state: JumanjiState):
+    """The action mask of a Jumanji environment that has one (`JumanjiEnv.action_mask`)."""
+    return state.action_mask
+
+
 class JumanjiEnv:
     """A Jumanji environment: flat float32 observations, one flat discrete action, bool done flags."""
 
@@ -239,7 +244,8 @@ class JumanjiEnv:
         self.action_space = ActionSpace("discrete", num_actions=num_actions)
         example = self._env.observation_spec.generate_value()
         self.obs_size = int(sum(math.prod(np.shape(leaf)) for leaf in jax.tree_util.tree_leaves(example)))
-        self.has_action_mask = self._mask_of(example) is not None
+        if self._mask_of(example) is not None:  # the protocol's optional action_mask: only where there is a mask
+            self.action_mask = _allowed
         self.obs_shape = (self.obs_size,)  # flattened
 
     @property
@@ -277,11 +283,8 @@ class JumanjiEnv:
             return joint
         return None
 
-    def action_mask(self, state):
-        return state.action_mask
-
     def _state(self, env_state, steps, observation):
-        mask = self._mask_of(observation) if self.has_action_mask else None
+        mask = self._mask_of(observation) if hasattr(self, "action_mask") else None
         return JumanjiState(env_state, steps, () if mask is None else mask)
 
     def reset(self, key):

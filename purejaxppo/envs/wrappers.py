@@ -8,10 +8,15 @@ import jax
 import jax.numpy as jnp
 
 from purejaxppo import pytree
+from purejaxppo.envs.base import OF_STATE, OPTIONAL, RESET_STRATEGY
 
 
 class Wrapper:
-    """Wraps an environment of the protocol and keeps its description."""
+    """Wraps an environment of the protocol and keeps its description: its members, and each
+    optional member (`base.OPTIONAL`) exactly where the wrapped environment gives it (those of
+    the state called with the state it wraps)."""
+
+    reset_strategy = RESET_STRATEGY  # where the wrapped environment gives none
 
     def __init__(self, env):
         self.env = env
@@ -19,12 +24,19 @@ class Wrapper:
         self.obs_size = math.prod(self.obs_shape)
         self.action_space = env.action_space
         self.max_episode_steps = env.max_episode_steps
-        self.reset_strategy = getattr(env, "reset_strategy", "per_step")
-        self.has_action_mask = getattr(env, "has_action_mask", hasattr(env, "action_mask"))
+        for member in OPTIONAL:
+            if hasattr(env, member):
+                given = getattr(env, member)
+                setattr(self, member, self._of_inner(given) if member in OF_STATE else given)
 
-    def action_mask(self, state):
-        """The actions the wrapped environment allows in `state` (where `has_action_mask`)."""
-        return self.env.action_mask(self._inner(state))
+    @property
+    def has_action_mask(self) -> bool:
+        """Whether the wrapped environment gives `action_mask(state)`, and so this wrapper."""
+        return hasattr(self, "action_mask")
+
+    def _of_inner(self, function):
+        """`function` of the wrapped environment's state as a function of this wrapper's."""
+        return lambda state: function(self._inner(state))
 
     def _inner(self, state):
         return state

@@ -46,7 +46,7 @@ from purejaxppo.errors import NO_VALUE, ResourceError, UsageError, integer
 from purejaxppo.experiments.folder import FINISHED, RunFolder, write_new
 from purejaxppo.experiments.live import LiveLog, check_wandb
 from purejaxppo.experiments.parallel import agree, init_distributed, is_writer, joined_line, use_all_cpu_cores
-from purejaxppo.experiments.paths import check_path
+from purejaxppo.experiments.paths import check_path, check_utf8
 from purejaxppo.experiments.stats import mean_se
 from purejaxppo.experiments.sweep import (check_seeds, load_sweep, make_spec, parse_grid_option, plan, run_plan,
                                          swept_keys)
@@ -64,6 +64,20 @@ def version_line() -> str:
     except Exception as error:  # a broken plugin, an unreachable accelerator: say so in the line
         seen = f"no devices ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
     return f"purejaxppo {__version__} · jax {jax.__version__} · {seen}"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the command line's manners: a bad argument is one line (a UsageError:
+    `purejaxppo: error: ...`, exit 2), not a usage block; what it prints (--help, --version,
+    --help-config) is flushed before it exits, so a reader that stops early (`| head`) ends it
+    quietly (see `main`)."""
+
+    def error(self, message):
+        raise UsageError(f"{message} (see: {self.prog} --help)")
+
+    def exit(self, status=0, message=None):
+        sys.stdout.flush()
+        super().exit(status, message)
 
 
 def _printer(text, help: str) -> type[argparse.Action]:
@@ -104,15 +118,16 @@ def _add_run_options(parser: argparse.ArgumentParser, runs: str, folder: str) ->
 
 def _add_cache_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cluster", action="store_true",
-                        help="run as one process even where JAX detects a cluster (SLURM, Open MPI, a TPU pod); "
-                             "also $PUREJAXPPO_CLUSTER=off (see docs/several-hosts.md)")
+                        help="run as one process even where JAX detects a cluster (SLURM, Open MPI, a TPU pod), "
+                             "whatever the JAX_* variables say; also $PUREJAXPPO_CLUSTER=off "
+                             "(see docs/several-hosts.md)")
     parser.add_argument("--no-cache", action="store_true",
                         help="compile everything afresh (default: reuse compiled programs from the persistent "
                              f"cache in {compile_cache.default_folder()}; $PUREJAXPPO_CACHE_DIR moves it)")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="purejaxppo", description="JAX-compiled PPO.")
+    parser = _Parser(prog="purejaxppo", description="JAX-compiled PPO.")
     parser.add_argument("--version", action=_printer(
         version_line, "print the version, jax's version and the devices JAX sees, and exit"))
     sub = parser.add_subparsers(dest="command", required=True)
@@ -151,6 +166,11 @@ def _check_paths(args) -> None:
                          ("resume", "--resume"), ("render", "--render")):
         if getattr(args, dest, None) is not None:
             check_path(option, getattr(args, dest))
+    for dest, option in (("out", "--out"), ("resume", "--resume"), ("folder", "folder")):  # checkpoints' folders
+        if getattr(args, dest, None) is not None:
+            check_utf8(option, getattr(args, dest))
+    if args.command in ("train", "sweep") and args.out is None and args.resume is None:
+        check_utf8("--out", "runs")  # the default folder, under the working folder
 
 
 def _source(text: str | None, field: str) -> str | None:
@@ -200,7 +220,7 @@ def configs_command() -> int:
     for name in names:
         print(f"{name:<{width}}  {shown[name][:ref_width]:<{ref_width}}  {_expected_time(refs.get(name)):<20}  "
               f"{configs.summary(name)[:70]}")
-    print(f"\n(in {configs.FOLDER}; e.g. purejaxppo train cartpole --seeds 8)")
+    print(f"\n(in {configs.FOLDER}; e.g. purejaxppo train cartpole --seeds 8)", flush=True)
     return 0
 
 
@@ -294,12 +314,14 @@ def _plan_command(args):
     --resume DIR's (what the command line restates must be what it was started with).
     Every run's config is checked, and each group's environment built, by the plan."""
     _check_counts(args)
+    folder = None
     if args.resume is None:
         meta, base, spec = _run_request(args)
-        return meta, plan(base, spec), None
-    folder, saved = RunFolder.to_resume(args.resume, args.command)
-    meta, base, spec = _run_request(args, saved)
-    folder.check_resume(saved, meta)
+    else:
+        folder, saved = RunFolder.to_resume(args.resume, args.command)
+        meta, base, spec = _run_request(args, saved)
+        folder.check_resume(saved, meta)
+    check_seeds("--seed", meta["first_seed"], spec.seeds)  # the seeds a sweep file gives, too
     return meta, plan(base, spec), folder
 
 
@@ -318,11 +340,19 @@ def run_command(args) -> int:
             folder = RunFolder.claim(args.out, args.command, planned.base.env)  # and locked
     else:  # (the folder on a filesystem every host shares)
         folder, shared = _shared_folder(args, planned, folder, resuming, meta["keep"])
+    discardable = not resuming and jax.process_count() == 1  # a new folder, ended before a checkpoint: removed
     try:
         return _run(args, meta, planned, folder if writer else None, resuming, shared)
     except Stopped as stop:
-        stop.outcome = _stopped(args, folder if writer else None)
+        stop.outcome = _stopped(args, folder if writer else None, removed=discardable and folder.discard())
         raise
+    except UsageError as error:  # a refusal that comes after the claim: the folder must not block the next try
+        if not (discardable and folder.discard()):
+            raise
+        removed = f"; {folder} was removed (it held nothing to resume)"
+        if isinstance(error, ConfigError):
+            raise type(error)(error.field, error.value, error.rule + removed) from None
+        raise UsageError(f"{error}{removed}") from None
     except Exception as error:
         lost = lost_process(error)
         if lost is None:
@@ -380,10 +410,14 @@ def _resume_command(args, folder) -> str:
     return f"purejaxppo {args.command} --resume {shlex.quote(str(folder))}"
 
 
-def _stopped(args, folder) -> str:
-    """What a stop left: the newest complete checkpoint and the command to resume."""
+def _stopped(args, folder, removed: bool = False) -> str:
+    """What a stop left: the newest complete checkpoint and the command to resume; `removed`:
+    the folder, claimed by this command and stopped before its first checkpoint, was removed."""
     if folder is None:
         return f"process {jax.process_index()}: process 0 keeps the checkpoints"
+    if removed:
+        return (f"before the first checkpoint: nothing to resume, and {folder} was removed; the same command starts "
+                f"afresh (--checkpoint-every K saves every K updates)")
     newest = folder.newest_checkpoint()
     if newest is None:
         return "before the first checkpoint: nothing to resume (--checkpoint-every K saves every K updates)"
@@ -464,24 +498,29 @@ def _run(args, meta, planned, folder, resuming, shared=None) -> int:
                   f"{timings.run_seconds:.1f} s, {timings.checkpoints} checkpoint(s) "
                   f"({timings.checkpoint_bytes / 2**20:.2f} MiB, {timings.checkpoint_seconds:.2f} s in all)")
     if args.command == "train":
-        finished = _write_train_results(folder, base, spec, result, console, _reference(args, base))
+        finished = _write_train_results(folder, base, result, console, _reference(args, base),
+                                        groups[0].env.max_episode_steps)
     else:
         finished = _write_sweep_results(folder, base, spec, result, console)
     console.print(f"{'run' if args.command == 'train' else 'sweep'} folder: {folder}")
-    if not finished:  # a complete checkpoint can write the rest
-        newest = folder.newest_checkpoint()
+    newest = folder.newest_checkpoint()
+    if not finished and newest is not None:  # a complete checkpoint can write the rest
         print(f"purejaxppo: {folder} is not finished ({FINISHED}, its mark, waits for what could not be written); "
               f"the newest complete checkpoint is at update {newest}; once the fault is fixed, write what is missing "
               f"with: {_resume_command(args, folder)}", file=sys.stderr)
+    elif not finished:
+        print(f"purejaxppo: {folder} is not finished ({FINISHED}, its mark, is not written): no checkpoint could be "
+              f"saved, so nothing can resume it; the results written beside it are this run's", file=sys.stderr)
     return 1 if folder.failures else 0
 
 
-def _write_train_results(folder, base, spec, result, console, reference: str | None) -> bool:
+def _write_train_results(folder, base, result, console, reference: str | None, max_episode_steps: int) -> bool:
     seeds = [run["seed"] for run in result.runs]
     runs = result.point(0)  # a train run is one point: its seeds, stacked
     summary = report.summarize(runs.metrics, steps_per_run=base.num_updates * base.batch_size,
                                run_seconds=result.run_seconds, compile_seconds=result.compile_seconds,
-                               evaluation=runs.evaluation, diverged=result.diverged)
+                               evaluation=runs.evaluation, diverged=result.diverged, env=base.env,
+                               max_episode_steps=max_episode_steps)
     finished = folder.write_run_results(base, runs.metrics, summary, seeds)
     table = Table(title=f"{base.env}, mean ± s.e. over {len(seeds)} seed(s)")
     table.add_column("metric")
@@ -531,11 +570,16 @@ def eval_command(args) -> int:
     except ResourceError as error:  # the evaluation names its argument; here that is --episodes
         raise ResourceError("--episodes", error.value, error.rule) from None
 
-    pooled = np.concatenate([run["returns"] for run in runs])
+    everything = np.concatenate([run["returns"] for run in runs])
+    pooled = everything[~np.isnan(everything)]  # NaN: an episode that did not end within max_episode_steps
+    if not pooled.size:
+        raise UsageError(f"{args.folder}: none of the {everything.size} episodes ended within the environment's "
+                         f"max_episode_steps: its episodes never end, so there is no return to report")
     mean, se = mean_se(pooled)
     out = {"folder": str(args.folder), "step": runs[0]["step"], "episodes_per_run": args.episodes,
            "deterministic": not args.stochastic, "seed": args.seed, "mean": mean, "se": se,
            "min": float(np.min(pooled)), "median": float(np.median(pooled)), "max": float(np.max(pooled)),
+           "unfinished": int(everything.size - pooled.size),
            "runs": [{**{k: v for k, v in run.items() if k != "returns"}, "mean": mean_se(run["returns"])[0],
                      "se": mean_se(run["returns"])[1], "returns": [float(r) for r in run["returns"]]}
                     for run in runs]}
@@ -552,6 +596,9 @@ def eval_command(args) -> int:
         print(f"  run {run['run']} ({label}): {run['mean']:.4g} ± {run['se']:.2g}")
     print(f"return: {mean:.4g} ± {se:.2g} (s.e.); min {out['min']:.4g}, median {out['median']:.4g}, "
           f"max {out['max']:.4g}")
+    if out["unfinished"]:
+        print(f"warning: {out['unfinished']} of {everything.size} episodes did not end within the environment's "
+              f"max_episode_steps: left out of these numbers")
     print(_histogram(pooled))
     return 0
 
@@ -595,7 +642,14 @@ def main(argv=None) -> int:
 
     use_all_cpu_cores()  # seeds spread over the cores; before JAX starts its backend
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except UsageError as error:
+        print(f"purejaxppo: error: {error}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `purejaxppo train --help-config | head`: the reader has what it wanted
+        _quiet_stdout()
+        return 0
     try:
         # several processes: each computes its shard, process 0 writes; a stop is agreed on (faults.coordinate)
         joined = init_distributed(detect=not args.no_cluster) if args.command != "configs" else None
@@ -611,7 +665,11 @@ def main(argv=None) -> int:
                     print(f"purejaxppo: compiling without the persistent cache: {error}", file=sys.stderr)
             _check_paths(args)
             if args.command == "configs":
-                return configs_command()
+                try:
+                    return configs_command()
+                except BrokenPipeError:  # `purejaxppo configs | head`
+                    _quiet_stdout()
+                    return 0
             return eval_command(args) if args.command == "eval" else run_command(args)
     except UsageError as error:
         print(f"purejaxppo: error: {error}", file=sys.stderr)
@@ -627,6 +685,12 @@ def main(argv=None) -> int:
         print(f"purejaxppo: error: {lost.who} was lost ({lost.detail}): {lost.outcome}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(1)  # at once: JAX's shutdown barrier would wait for the lost process, then abort
+
+
+def _quiet_stdout() -> None:
+    """Standard output whose reader is gone: what is still buffered goes nowhere, so that Python
+    does not print "Exception ignored ... BrokenPipeError" as it exits."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ all the processes learn of it together at the next chunk boundary (`agreed_stop(
 small all-gather), so that they stop at the same point: a process cannot leave a program
 the others are computing with it. SIGTERM included: the handler installed after
 `jax.distributed.initialize` replaces the one of JAX's preemption notifier, which would
-otherwise take the scheduler's notice and let the job run on.
+otherwise take the scheduler's notice and let the job run on. A call that blocks in C++
+(`jax.distributed.initialize` waiting for the other processes) runs in a thread of its own
+(`interruptible`), so that a stop signal lands while it waits.
 
 Failed writes. `Failures` says, on one line each, which write failed and what happens
 instead, once per file, and remembers it: the command then exits 1.
@@ -32,6 +34,8 @@ import time
 
 import jax
 import numpy as np
+
+from purejaxppo.errors import ConfigError
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -137,6 +141,28 @@ def agreed_stop() -> Stopped | None:
     return None if process is None else Stopped(int(received[process]), process)
 
 
+def interruptible(fn, *args):
+    """`fn(*args)` -> its result (or its exception), called in a daemon thread while the main
+    thread waits, polling: a stop signal then lands within ~50 ms even while `fn` blocks in
+    C++ without returning to Python (`jax.distributed.initialize` waiting for processes that
+    never come). After a stop, `fn` goes on waiting in its thread: the process is to exit."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = fn(*args)
+        except BaseException as error:  # noqa: BLE001 -- raised again in the waiting thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, name="purejaxppo-interruptible", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.05)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
 def wait_ready(outs, numpy: bool = True):
     """`outs` computed, as numpy (`numpy=False`: as they are, e.g. global arrays of several
     processes): polled rather than blocked on, so that the main thread keeps running Python
@@ -145,6 +171,31 @@ def wait_ready(outs, numpy: bool = True):
         while isinstance(leaf, jax.Array) and not leaf.is_ready():
             time.sleep(0.05)
     return jax.tree.map(np.asarray, outs) if numpy else outs
+
+
+HEARTBEAT_VARIABLE = "PUREJAXPPO_HEARTBEAT_SECONDS"  # a lost process is noticed within about this long
+DEFAULT_HEARTBEAT_SECONDS = 60
+
+
+def integer_variable(name: str, at_least: int) -> int | None:
+    """The environment variable `name` as an integer of at least `at_least`; None where it is
+    unset or empty; else a ConfigError naming it."""
+    text = os.environ.get(name)
+    if text is None or text == "":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < at_least:
+        raise ConfigError(name, text, f"must be an integer of at least {at_least}")
+    return value
+
+
+def heartbeat_seconds() -> int:
+    """$PUREJAXPPO_HEARTBEAT_SECONDS (default 60): how long the processes wait for a silent one."""
+    value = integer_variable(HEARTBEAT_VARIABLE, 1)
+    return DEFAULT_HEARTBEAT_SECONDS if value is None else value
 
 
 class LostProcess(Exception):
@@ -196,8 +247,6 @@ def unanswered(seconds: float | None = None) -> int | None:
     help: it waits for the heartbeat timeout, when JAX ends every process with its C++
     fatal error anyway.) The survivors then meet at a barrier, so that process 0, which
     holds the store, does not leave before the others have read it."""
-    from purejaxppo.experiments.parallel import heartbeat_seconds
-
     try:
         from jax._src.distributed import global_state  # private: absent or changed, not told
     except ImportError:

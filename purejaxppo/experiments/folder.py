@@ -35,7 +35,7 @@ import yaml
 
 from purejaxppo.compiler import compiler_options
 from purejaxppo.config import ConfigError, PPOConfig, make_config
-from purejaxppo.errors import ResourceError
+from purejaxppo.errors import ImportFailed, ResourceError
 from purejaxppo.experiments import compile_cache, report
 from purejaxppo.experiments.checkpoint import RUN_SETTINGS, CheckpointError, Checkpoints
 from purejaxppo.experiments.faults import Failures, lost_process, wait_ready
@@ -129,6 +129,7 @@ class RunFolder:
         self.unsaved: list[int] = []     # steps whose checkpoint could not be saved
         self._kept: set[str] = set()     # files a resumed folder held already: not written again
         self._locked = False
+        self._claimed = None             # claim: whether it made the folder (True) or took an empty one (False)
 
     def __str__(self) -> str:
         return str(self.path)
@@ -136,7 +137,7 @@ class RunFolder:
     @classmethod
     def claim(cls, out: str | None, command: str, env: str) -> RunFolder:
         """Create the folder now: `out`, which must be new or empty, or else a new
-        runs/<env>-<time> (runs/sweep-<env>-<time> for a sweep)."""
+        runs/<env>-<time> (runs/sweep-<env>-<time> for a sweep; an import path's ':' becomes '-')."""
         if out is not None:
             folder = Path(out)
             if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
@@ -144,9 +145,11 @@ class RunFolder:
                                   "choose another so no earlier results are overwritten")
             candidates = [folder]
         else:
-            stem = Path("runs") / f"{'' if command == 'train' else 'sweep-'}{env}-{time.strftime('%Y%m%d-%H%M%S')}"
+            name = env.replace(":", "-")  # env: package.module:factory
+            stem = Path("runs") / f"{'' if command == 'train' else 'sweep-'}{name}-{time.strftime('%Y%m%d-%H%M%S')}"
             candidates = [stem] + [stem.with_name(f"{stem.name}-{n}") for n in range(2, 1000)]
         for folder in candidates:
+            existed = folder.is_dir()
             try:
                 folder.mkdir(parents=True, exist_ok=out is not None)
             except FileExistsError:
@@ -154,9 +157,30 @@ class RunFolder:
             except OSError as error:
                 raise ConfigError("--out", str(folder), f"cannot be created: {error.strerror}") from None
             claimed = cls(folder, command)
+            claimed._claimed = not existed
             claimed.lock("--out")
             return claimed
         raise ConfigError("--out", str(candidates[0]), "no free folder name")
+
+    def discard(self) -> bool:
+        """A folder this process claimed, ended before its first complete checkpoint (a stop
+        signal during compiling, a refusal after the claim): nothing in it can be resumed, and
+        left behind it would block the same command (its --out is not empty) and --resume alike.
+        Remove what the run wrote: the folder, or its contents where it was there, empty,
+        before. -> whether it is gone; a folder not claimed here, or with a complete
+        checkpoint, is kept."""
+        if self._claimed is None or self.newest_checkpoint() is not None:
+            return False
+        self.unlock()
+        try:
+            if self._claimed:
+                shutil.rmtree(self.path)
+            else:
+                for entry in self.path.iterdir():
+                    shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        except OSError:
+            return False
+        return True
 
     # ---------------------------------------------------------------- one writer
     @property
@@ -318,15 +342,16 @@ class RunFolder:
     def _write_results(self, artefacts) -> bool:
         """Each result the folder does not hold yet (a resumed folder: only those missing),
         whole or not at all and apart from the others; a line per file that failed
-        (`write_artefacts`). summary.md, the mark of a finished run, is written last and only
-        if every other result and every checkpoint was written, or else if no checkpoint is
-        complete (nothing could write the rest later). -> False if it waits: --resume then
-        writes what is missing."""
+        (`write_artefacts`). summary.md, the mark of a finished run, is written last: never
+        while a checkpoint could not be saved (the final state included), and only if every
+        other result was written, or else if no checkpoint is complete (nothing could write the
+        rest later). -> False if it is not written: --resume then writes what is missing."""
         artefacts = [(name, make) for name, make in artefacts if name not in self._kept]
         rest = [(name, make) for name, make in artefacts if name != FINISHED]
-        if not write_artefacts(self.path, rest, self.failures) or self.unsaved:
-            if self.newest_checkpoint() is not None:
-                return False
+        if not write_artefacts(self.path, rest, self.failures) and self.newest_checkpoint() is not None:
+            return False
+        if self.unsaved:
+            return False
         write_artefacts(self.path, [a for a in artefacts if a[0] == FINISHED], self.failures)
         return True
 
@@ -418,6 +443,8 @@ def _saved_config(values: dict, where: Path, key: str) -> PPOConfig:
     """A config a checkpoint's meta holds, checked as any config: a broken one names the key."""
     try:
         return make_config(values)
+    except ImportFailed:  # a healthy checkpoint of a run whose env or network module is not found here
+        raise
     except ConfigError as error:
         raise CheckpointError(f"{where}: damaged metadata: {key}: {error}") from None
 

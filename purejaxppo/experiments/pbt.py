@@ -21,9 +21,11 @@ on the whole population: per seed, the members ranked by fitness, the bottom fra
 copy a member of the top fraction drawn uniformly (parameters, optimiser state, observation
 and reward normalisation statistics; each keeps its own environments, recurrent memory,
 episode accounting and random streams), and explore its hyperparameters: each explored
-value multiplied by one of the perturb factors (clipped to the key's rule), or with
-probability `resample` drawn afresh from its initial distribution. The step's randomness
-is `PRNGKey(random_seed)` folded with the seed and the interval: a run is deterministic.
+value multiplied by one of the perturb factors, or with probability `resample` drawn afresh
+from its initial distribution, then clipped to the key's rule within float32's finite
+numbers (a saved member loads as any config: lr positive and finite, gamma in [0, 1], ...).
+The step's randomness is `PRNGKey(random_seed)` folded with the seed and the interval: a
+run is deterministic.
 
 `Population` is the step between `runs.execute`'s chunks: it changes the run set's
 hyperparameters (and its run configs, which checkpoints save, so `ppo.load(folder, run=k)`
@@ -42,8 +44,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purejaxppo.config import (FIELDS, IN_0_1, NON_NEGATIVE, POSITIVE, ConfigError, HParams, suggest)
-from purejaxppo.errors import NO_VALUE, integer
+from purejaxppo.config import FIELDS, IN_0_1, NON_NEGATIVE, POSITIVE, ConfigError, HParams, count, suggest
+from purejaxppo.errors import NO_VALUE
 from purejaxppo.experiments.faults import wait_ready
 from purejaxppo.experiments.search import check_distribution, draw, is_number
 from purejaxppo.normalize import RewardScaler
@@ -52,8 +54,10 @@ PBT_KEYS = ("population", "interval", "hyperparameters", "exploit", "explore", "
 EXPLORE_KEYS = ("perturb", "resample")
 FITNESS = {"episode_return": "the mean return of the episodes finished in the last interval"}
 DEFAULTS = {"exploit": 0.25, "explore": {"perturb": [0.8, 1.25], "resample": 0.25}, "fitness": "episode_return"}
+# hyperparameters are float32 on the device: an explored value stays finite, and a factor must be one
+_TINY, _MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
 # a float key's rule -> the interval an explored value is clipped to
-_BOUNDS = {POSITIVE: (float(np.finfo(np.float32).tiny), math.inf), NON_NEGATIVE: (0.0, math.inf), IN_0_1: (0.0, 1.0)}
+_BOUNDS = {POSITIVE: (_TINY, _MAX), NON_NEGATIVE: (0.0, _MAX), IN_0_1: (0.0, 1.0)}
 
 
 # --------------------------------------------------------------------------------------
@@ -92,8 +96,8 @@ def make_pbt(section: Any) -> dict:
     for key in ("population", "interval", "hyperparameters"):
         if key not in section:
             raise ConfigError(f"pbt.{key}", NO_VALUE, "is missing")
-    population = integer("pbt.population", section["population"], 2, " (a population needs two members)")
-    interval = integer("pbt.interval", section["interval"], 1)
+    population = count("pbt.population", section["population"], 2, " (a population needs two members)")
+    interval = count("pbt.interval", section["interval"], 1)
     hyperparameters = section["hyperparameters"]
     if not isinstance(hyperparameters, Mapping) or not hyperparameters:
         raise ConfigError("pbt.hyperparameters", hyperparameters,
@@ -111,14 +115,17 @@ def make_pbt(section: Any) -> dict:
             raise ConfigError(f"pbt.explore.{key}", explore[key],
                               f"unknown; explore keys are {', '.join(EXPLORE_KEYS)}")
     perturb = explore.get("perturb", DEFAULTS["explore"]["perturb"])
-    if (not isinstance(perturb, (list, tuple)) or not perturb
-            or not all(is_number(a) and math.isfinite(a) and a > 0 for a in perturb)):
+    if not isinstance(perturb, (list, tuple)) or not perturb:
         raise ConfigError("pbt.explore.perturb", perturb, "must be a non-empty list of positive factors")
+    for factor in perturb:
+        if not (is_number(factor) and _TINY <= factor <= _MAX):
+            raise ConfigError("pbt.explore.perturb", perturb, f"must be a non-empty list of positive factors, each "
+                              f"finite in float32 (from {_TINY:.4g} to {_MAX:.4g}); {factor!r} is not")
     resample = explore.get("resample", DEFAULTS["explore"]["resample"])
     if not is_number(resample) or not 0 <= resample <= 1:
         raise ConfigError("pbt.explore.resample", resample, "must be a probability in [0, 1]")
     fitness = section.get("fitness", DEFAULTS["fitness"])
-    if fitness not in FITNESS:
+    if not isinstance(fitness, str) or fitness not in FITNESS:
         raise ConfigError("pbt.fitness", fitness, f"must be one of {', '.join(FITNESS)}")
     return {"population": population, "interval": interval, "hyperparameters": hyperparameters,
             "exploit": float(exploit), "explore": {"perturb": [float(a) for a in perturb], "resample": float(resample)},
@@ -159,7 +166,8 @@ def _sample(dist: Mapping, key, shape):
 
 
 def _bounds(key: str) -> tuple[float, float]:
-    low, high = -math.inf, math.inf
+    """The interval `key`'s rule allows, within float32's finite numbers."""
+    low, high = -_MAX, _MAX
     for rule in FIELDS[key].rules:
         low, high = max(low, _BOUNDS[rule][0]), min(high, _BOUNDS[rule][1])
     return low, high
@@ -190,10 +198,9 @@ def _population_step(pbt: Mapping, states, hparams: HParams, fitness, key):
     for i, (name, dist) in enumerate(pbt["hyperparameters"].items()):
         factor_key, fresh_key, coin_key = jax.random.split(jax.random.fold_in(explore_key, i), 3)
         inherited = take(getattr(hparams, name))
-        perturbed = jnp.clip(inherited * factors[jax.random.randint(factor_key, (members,), 0, len(factors))],
-                             *_bounds(name))
+        perturbed = inherited * factors[jax.random.randint(factor_key, (members,), 0, len(factors))]
         resampled = jax.random.uniform(coin_key, (members,)) < pbt["explore"]["resample"]
-        value = jnp.where(resampled, _sample(dist, fresh_key, (members,)), perturbed)
+        value = jnp.clip(jnp.where(resampled, _sample(dist, fresh_key, (members,)), perturbed), *_bounds(name))
         explored[name] = jnp.where(replaced, value, getattr(hparams, name))
     return states, hparams.replace(**explored), source
 

@@ -49,14 +49,16 @@ def format_mean_se(mean: float, se: float, digits: int = 3) -> str:
 
 def summarize(metrics: Mapping[str, np.ndarray], *, steps_per_run: int, run_seconds: float,
               compile_seconds: float, evaluation: Mapping[str, np.ndarray] | None = None,
-              diverged=None) -> dict[str, Any]:
+              diverged=None, env: str | None = None, max_episode_steps: int | None = None) -> dict[str, Any]:
     """Per-seed final numbers, then mean and standard error over seeds.
 
     `metrics` has a leading seed axis: [seeds, num_updates, ...]; `evaluation` (the final
-    policy on fresh episodes): {"deterministic", "stochastic"} -> [seeds, episodes];
+    policy on fresh episodes): {"deterministic", "stochastic"} -> [seeds, episodes], and
+    where counted "<mode>_no_action_steps" -> [seeds, episodes];
     `diverged`: [seeds] bool (NaN/Inf in losses or parameters): as in a sweep's table,
     diverged seeds are counted and left out of the means. `diagnosis` reads the per-epoch
-    clip fraction by the sweep's rules.
+    clip fraction by the sweep's rules. `counts` and `warnings`: what went wrong at run time
+    (`run_time_counts`, `run_time_warnings`; `env` and `max_episode_steps` name where).
     """
     per_seed = dict(stats.per_run(metrics))
     with stats.quiet_nan_warnings():
@@ -78,10 +80,59 @@ def summarize(metrics: Mapping[str, np.ndarray], *, steps_per_run: int, run_seco
         values = per_seed[name]
         mean, se = stats.mean_se(values[ok])
         summary[name] = {"mean": mean, "se": se, "per_seed": [float(v) for v in values]}
+    summary["counts"] = run_time_counts(metrics, evaluation or {}, ok)
+    summary["warnings"] = run_time_warnings(summary["counts"], env, max_episode_steps)
     summary["steps_per_second"] = seeds * steps_per_run / run_seconds
     summary["run_seconds"] = run_seconds
     summary["compile_seconds"] = compile_seconds
     return summary
+
+
+EVAL_MODE_NAMES = {"deterministic": "greedy", "stochastic": "sampled"}
+
+
+def run_time_counts(metrics: Mapping[str, np.ndarray], evaluation: Mapping[str, np.ndarray], ok) -> dict[str, int]:
+    """What went wrong at run time, summed over the seeds `ok` ([seeds] bool): steps whose
+    action mask allowed no action, in training ("no_action_steps") and in each evaluation
+    that counted them ("no_action_steps_<mode>"); training episodes that ran past
+    max_episode_steps ("overlong_episodes"); per evaluation mode, its episodes
+    ("eval_episodes_<mode>") and those that did not end within max_episode_steps, their
+    return NaN ("unfinished_<mode>")."""
+    def total(values):
+        return int(np.sum(np.asarray(values)[ok]))
+
+    counts = {name: total(metrics[name]) for name in ("no_action_steps", "overlong_episodes") if name in metrics}
+    for mode in EVAL_MODE_NAMES:
+        if mode in evaluation:
+            returns = np.asarray(evaluation[mode])[ok]
+            counts[f"eval_episodes_{mode}"] = int(returns.size)
+            counts[f"unfinished_{mode}"] = int(np.sum(np.isnan(returns)))
+        if f"{mode}_no_action_steps" in evaluation:
+            counts[f"no_action_steps_{mode}"] = total(evaluation[f"{mode}_no_action_steps"])
+    return counts
+
+
+def run_time_warnings(counts: Mapping[str, int], env: str | None = None,
+                      max_episode_steps: int | None = None) -> list[str]:
+    """A sentence for each thing `run_time_counts` found (none when nothing went wrong)."""
+    where = f" ({env})" if env else ""
+    limit = "max_episode_steps" + (f"={max_episode_steps}" if max_episode_steps is not None else "")
+    warnings = []
+    no_action = {"training": counts.get("no_action_steps", 0),
+                 **{f"{name} evaluation": counts.get(f"no_action_steps_{mode}", 0)
+                    for mode, name in EVAL_MODE_NAMES.items()}}
+    if any(no_action.values()):
+        places = ", ".join(f"{n} in {place}" for place, n in no_action.items() if n)
+        warnings.append(f"{sum(no_action.values())} steps had an action mask that allowed no action{where} "
+                        f"({places}): the policy took action 0 there (every action masked alike)")
+    if counts.get("overlong_episodes", 0):
+        warnings.append(f"{counts['overlong_episodes']} training episodes ran past {limit}{where} without "
+                        f"ending: the environment does not end its episodes at its own time limit")
+    for mode, name in EVAL_MODE_NAMES.items():
+        if counts.get(f"unfinished_{mode}", 0):
+            warnings.append(f"{counts[f'unfinished_{mode}']} of {counts[f'eval_episodes_{mode}']} {name} "
+                            f"evaluation episodes did not end within {limit}{where}: left out of the mean")
+    return warnings
 
 
 SUMMARY_ROWS = [
@@ -103,6 +154,7 @@ def summary_lines(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
                  str(summary["runaway"])))
     rows.append(("steps per second", f"{summary['steps_per_second']:,.0f}"))
     rows.append(("compile time", f"{summary['compile_seconds']:.1f} s"))
+    rows += [("warning", text) for text in summary.get("warnings", [])]
     return rows
 
 
@@ -258,6 +310,7 @@ def sweep_summary(result) -> list[dict[str, Any]]:
         row["diagnosis"] = diagnosis.diagnose(clip_by_epoch, result.spec.diagnosis, row["max_kl_worst_seed"])
         if result.spec.threshold is not None:
             row["seeds_at_threshold"] = int(np.sum(final >= result.spec.threshold))
+        row.update(run_time_counts(metrics, evaluation, np.ones(ok, bool)))
         rows.append(row)
         finals.append(final)
     best, indistinguishable = stats.best_and_indistinguishable(
@@ -299,9 +352,13 @@ def sweep_markdown(rows: list[dict], swept: list[str], threshold=None) -> str:
             "difference (so five seeds do not separate them). Diverged runs (NaN/Inf in losses or "
             "parameters) are left out of every number and counted in brackets.\n")
     diagnoses = ["", "Per-epoch clip fraction, read by the documented rules (thresholds: sweep.diagnosis):"]
+    warnings = []
     for row in rows:
         name = ", ".join(f"{k}={show_value(row[k])}" for k in swept) or "base"
         diagnoses.append(f"- {name}: {row['diagnosis']}")
+        warnings += [f"- {name}: {text}" for text in run_time_warnings(row)]
+    if warnings:
+        diagnoses += ["", "Warnings, over the runs that did not diverge:", *warnings]
     return "\n".join(lines) + "\n" + note + "\n".join(diagnoses) + "\n"
 
 

@@ -125,8 +125,8 @@ class _Programs:
         if eval_episodes:
             try:
                 self.evaluate = ShardedRunSets(
-                    [(lambda state, deterministic, learner=learner: learner.evaluate(state, eval_episodes,
-                                                                                     deterministic),
+                    [(lambda state, deterministic, learner=learner: learner.evaluate_episodes(state, eval_episodes,
+                                                                                              deterministic),
                       (shape, jax.ShapeDtypeStruct((len(s.runs),), np.bool_)))
                      for learner, shape, s in zip(self.learners, self.shapes, self.sets)], chunk=max_parallel)
             except ResourceError as error:  # the episodes are what does not fit: name them
@@ -145,18 +145,22 @@ class _Programs:
         return [self.init, *self._chunks.values(), *([self.evaluate] if self.evaluate is not None else [])]
 
     def evaluation(self) -> list[dict]:
-        """Every set's final policies on fresh episodes, greedy and sampled:
-        [{"deterministic": [n, episodes], "stochastic": [n, episodes]}] per set."""
+        """Every set's final policies on fresh episodes, greedy and sampled, per set:
+        {"deterministic": returns [n, episodes] (NaN: an episode that did not end),
+        "deterministic_no_action_steps": [n, episodes], and so for "stochastic"}."""
         modes = {name: wait_ready(self.evaluate([(state, np.full(len(s.runs), deterministic))
                                                  for s, state in zip(self.sets, self.states)], held=self.held),
                                   numpy=not self.held)
                  for name, deterministic in EVAL_MODES.items()}
         if self.held:  # the returns to the writer alone ({} elsewhere)
-            modes = {name: [small_to_writer(r, len(s.runs)) for r, s in zip(returns, self.sets)]
-                     for name, returns in modes.items()}
-            return [{name: returns[i] for name, returns in modes.items() if returns[i] is not None}
-                    for i in range(len(self.sets))]
-        return [{name: returns[i] for name, returns in modes.items()} for i in range(len(self.sets))]
+            modes = {name: [small_to_writer(out, len(s.runs)) for out, s in zip(outs, self.sets)]
+                     for name, outs in modes.items()}
+        per_set = []
+        for i in range(len(self.sets)):
+            found = {name: outs[i] for name, outs in modes.items() if outs[i] is not None}
+            per_set.append({**{name: out["return"] for name, out in found.items()},
+                            **{f"{name}_no_action_steps": out["no_action_steps"] for name, out in found.items()}})
+        return per_set
 
     def metrics_so_far(self) -> list:
         """Per set, the metrics of every chunk done, joined along the updates. Each set's list
@@ -280,6 +284,15 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     return results, timings
 
 
+def _added_since(saved: dict, shapes: dict) -> dict:
+    """A checkpoint's metrics, with each metric the program has and the checkpoint does not (a
+    count added to the library since it was written: nothing was counted then) as zeros over
+    the updates it holds, so that the chunks still to run join it."""
+    updates = next(iter(saved.values())).shape[1]
+    return {**{name: np.zeros((x.shape[0], updates, *x.shape[2:]), x.dtype) for name, x in shapes.items()
+               if name not in saved}, **saved}
+
+
 def _restore(compiled: list[_Programs], checkpoints: Checkpoints, between=None) -> None:
     """Each run set's state and metrics from the newest complete checkpoint (and what
     `between` keeps: see `execute`)."""
@@ -310,6 +323,9 @@ def _restore(compiled: list[_Programs], checkpoints: Checkpoints, between=None) 
         if not all(present):
             raise CheckpointError(f"{checkpoints.folder}: holds only some run sets of a group: {names}")
         group.states = [states[name] for name in names]
+        if not group.held:
+            chunk_metrics = [out[1] for out in group.chunk_program(group.chunk).out_shapes]
+            metrics.update({name: _added_since(metrics[name], m) for name, m in zip(names, chunk_metrics)})
         group.metrics = [[metrics[name]] for name in names]
         group.updates_done = done[names[0]]
         if between is not None:

@@ -16,7 +16,8 @@ A sweep file is an ordinary config (flat `PPOConfig` keys) plus a `sweep:` secti
       diagnosis: {under_used_below: 0.02, over_used_above: 0.2, over_used_by_epoch: 3}
       pbt: {...}                    # in place of grid/random: population-based training (experiments.pbt)
 
-Every run's config is checked before anything compiles. Runs whose static fields
+Every run's config is checked before anything compiles, and the sweep's size against the
+memory before any point is drawn (`check_memory`). Runs whose static fields
 (network, env, batch shape, ...) agree form a group: one compile per group, its runs
 (points × seeds) flattened to one run axis and sharded over every device. Under vmap a
 masked epoch would be computed and discarded, so inside a group the runs are split into
@@ -31,22 +32,23 @@ import dataclasses
 import itertools
 import math
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import jax
 import numpy as np
 
 from purejaxppo.config import (FIELDS as _FIELDS, HPARAM_FIELDS, STATIC_FIELDS, ConfigError, HParams, PPOConfig,
-                               check_env_and_network, check_fields, parse_override, read_yaml,
+                               check_env_and_network, check_fields, count, parse_override, read_yaml,
                                suggest)
 from purejaxppo.envs import Env, make_env
-from purejaxppo.errors import NO_VALUE, integer
+from purejaxppo.errors import NO_VALUE, ResourceError, integer
 from purejaxppo.experiments.checkpoint import Checkpoints
 from purejaxppo.experiments.diagnosis import DIAGNOSIS_DEFAULTS
+from purejaxppo.experiments.parallel import RunBytes, memory_shortfall, tree_bytes
 from purejaxppo.experiments.pbt import Population, check_interval, initial_points, make_pbt
 from purejaxppo.experiments.runs import RunSet, Timings, execute, finite_runs
 from purejaxppo.experiments.search import check_distribution, draw, is_number
-from purejaxppo.train import TrainResult
+from purejaxppo.train import EVAL_MODES, Learner, TrainResult
 
 SWEEP_KEYS = ("grid", "seeds", "random", "random_seed", "threshold", "eval_episodes", "diagnosis", "pbt")
 # what may be swept: any config field but the environment's identity
@@ -116,15 +118,15 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
         if not isinstance(values, (list, tuple)) or not values:
             raise ConfigError(f"grid.{key}", values, "must be a non-empty list of values")
         _distinct(f"grid.{key}", list(values))
-    n_seeds = integer("seeds" if seeds is not None else "sweep.seeds",
-                      section.get("seeds", 1) if seeds is None else seeds, 1)
+    n_seeds = count("seeds" if seeds is not None else "sweep.seeds",
+                    section.get("seeds", 1) if seeds is None else seeds, 1)
     random = dict(section.get("random") or {})
     trials = random.pop("trials", None)
     if random or trials is not None:
         if trials is None:
             raise ConfigError("random.trials", NO_VALUE, "is missing: give the number of random points "
                               "(an integer of at least 1)")
-        trials = integer("random.trials", trials, 1)
+        trials = count("random.trials", trials, 1)
         if not random:
             raise ConfigError("random", NO_VALUE, "names no key to draw")
         for key, dist in random.items():
@@ -140,7 +142,9 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
     if threshold is not None and not math.isfinite(threshold):
         raise ConfigError("sweep.threshold", threshold, "must be finite")
     random_seed = integer("sweep.random_seed", section.get("random_seed", 0), 0)
-    eval_episodes = integer("sweep.eval_episodes", section.get("eval_episodes", 64), 0)
+    if random_seed >= 2**32:
+        raise ConfigError("sweep.random_seed", random_seed, "must be below 2**32 (it makes a key of 32 bits)")
+    eval_episodes = count("sweep.eval_episodes", section.get("eval_episodes", 64), 0)
     diagnosis = dict(section.get("diagnosis") or {})
     for key, value in diagnosis.items():
         if key not in DIAGNOSIS_DEFAULTS:
@@ -238,10 +242,30 @@ class Plan:
 
 def plan(base: PPOConfig, spec: SweepSpec) -> Plan:
     """Every point's config, checked, and the static groups: the sweep's gate, before
-    anything is created or compiled. The fields of every point are checked first; then
+    anything is created or compiled. The sweep's size is checked against the memory first,
+    before any point is drawn (`check_memory`). The fields of every point are checked; then
     each group's environment is built once (a point's env_params is static: one group, one
     environment), and every point's config is checked against it, the network once per
-    group (it depends on static fields only)."""
+    group (it depends on static fields only). Last, the memory again, each group's runs of
+    their own size."""
+    envs: dict[tuple, Env] = {}  # a group's static fields -> its environment, built once
+    sizes: dict[tuple, RunSize] = {}  # ... and the size of each of its runs
+
+    def env_of(cfg: PPOConfig) -> Env:
+        if _static_key(cfg) not in envs:
+            envs[_static_key(cfg)] = make_env(cfg)
+        return envs[_static_key(cfg)]
+
+    def size_of(cfg: PPOConfig) -> RunSize:
+        if _static_key(cfg) not in sizes:
+            sizes[_static_key(cfg)] = run_size(cfg, env_of(cfg))
+        return sizes[_static_key(cfg)]
+
+    # before any point is drawn: where every swept key is traced (a PBT's always), every run is
+    # of the base's size; else (static keys make groups of their own) of what any run holds
+    swept = [*spec.grid, *spec.random, *(spec.pbt["hyperparameters"] if spec.pbt is not None else ())]
+    traced = all(_FIELDS[key].traced for key in swept if key != "trials")
+    check_memory(spec, size_of(base) if traced else RunSize(_KEY_AND_HPARAMS, 0, 0))
     points = expand(spec)
     base_values = base.to_dict()
 
@@ -249,16 +273,17 @@ def plan(base: PPOConfig, spec: SweepSpec) -> Plan:
         try:
             return check()
         except ConfigError as error:
+            if not point:  # the base alone (a train run): nothing to point at
+                raise
             raise ConfigError(error.field, error.value, f"{error.rule} (in sweep point {point})") from None
 
     configs = [in_point(lambda: check_fields({**base_values, **point}), point) for point in points]
     groups: dict[tuple, Group] = {}
     for i, cfg in enumerate(configs):
-        key = tuple((f, repr(getattr(cfg, f))) for f in STATIC_FIELDS if f != "max_epochs")
-        groups.setdefault(key, Group(cfg, [])).point_indices.append(i)
+        groups.setdefault(_static_key(cfg), Group(cfg, [])).point_indices.append(i)
     for group in groups.values():
         first = group.point_indices[0]
-        group.env = in_point(lambda: make_env(group.config), points[first])
+        group.env = in_point(lambda: env_of(group.config), points[first])
         for i in group.point_indices:
             in_point(lambda: check_env_and_network(configs[i], group.env, network=i == first), points[i])
             group.run_sets.setdefault(configs[i].epochs_scan, []).append(i)
@@ -270,7 +295,91 @@ def plan(base: PPOConfig, spec: SweepSpec) -> Plan:
         group.config = dataclasses.replace(group.config, max_epochs=max(group.run_sets))
     if spec.pbt is not None:  # every member explores traced keys only: one group, one run set
         check_interval(spec.pbt, configs[0].num_updates)
+    smallest = RunSize(*map(min, zip(*(size_of(group.config) for group in groups.values()))))
+    check_memory(spec, smallest)  # a bound from below for every run, of any group
     return Plan(base, spec, points, configs, list(groups.values()))
+
+
+def _static_key(cfg: PPOConfig) -> tuple:
+    """What the configs of one group share: every static field but max_epochs (its run sets' own)."""
+    return tuple((f, repr(getattr(cfg, f))) for f in STATIC_FIELDS if f != "max_epochs")
+
+
+# --------------------------------------------------------------------------------------
+# memory: the sweep's size, before anything is drawn or compiled
+# --------------------------------------------------------------------------------------
+# what a run holds whatever its config: its key (two uint32) and its hyperparameters (32 bits each)
+_KEY_AND_HPARAMS = 8 + 4 * len(HPARAM_FIELDS)
+# the options that set a sweep's number of runs, or what each run evaluates: where each is given
+_OPTIONS = {"seeds": "--seeds, sweep.seeds", "pbt.population": "sweep.pbt.population",
+            "random.trials": "sweep.random.trials", "grid": "points of sweep.grid and --grid",
+            "eval_episodes": "--eval-episodes, sweep.eval_episodes"}
+
+
+class RunSize(NamedTuple):
+    """One run's bytes as the memory check counts them (`run_size`)."""
+
+    state: int        # its key, hyperparameters and learner state
+    metrics: int      # its metrics of every update
+    environment: int  # one environment's state and observation: an evaluation episode's, while it runs
+
+    def need(self, episodes: int) -> RunBytes:
+        """With `episodes` evaluation episodes: their returns kept (at least a float32 per mode),
+        their environments computed at once."""
+        return RunBytes(self.state, self.metrics + episodes * 4 * len(EVAL_MODES), episodes * self.environment)
+
+
+def run_size(cfg: PPOConfig, env: Env) -> RunSize:
+    """A run of `cfg`'s static fields traced by `jax.eval_shape` (nothing compiles): its learner
+    state, and one update's metrics times its updates, their epochs counted once (a bound from
+    below whatever epochs it runs: every run of a group has the same size)."""
+    learner = Learner(dataclasses.replace(cfg, max_epochs=1, update_epochs=1), env=env)
+    state = jax.eval_shape(learner.init, jax.ShapeDtypeStruct((2,), np.uint32))
+    update = jax.eval_shape(lambda s: learner.run(s, None, 1)[1], state)
+    return RunSize(_KEY_AND_HPARAMS + tree_bytes(state), cfg.num_updates * tree_bytes(update),
+                   (tree_bytes(state.env_state) + tree_bytes(state.obs)) // cfg.num_envs)
+
+
+def _sizes(spec: SweepSpec) -> dict[str, int]:
+    """The options whose product is the sweep's number of runs, counted without drawing a point."""
+    if spec.pbt is not None:
+        return {"pbt.population": spec.pbt["population"], "seeds": spec.seeds}
+    return {"grid": math.prod(len(values) for values in spec.grid.values()),
+            "random.trials": spec.random.get("trials", 1), "seeds": spec.seeds}
+
+
+def check_memory(spec: SweepSpec, size: RunSize) -> None:
+    """Refuse a sweep whose runs, each of `size` at least, cannot fit in memory however they are
+    chunked (`parallel.memory_shortfall`): a ResourceError naming the option to lower (of the
+    factors of the number of runs, seeds, pbt.population, random.trials and the grid's points,
+    and the evaluation's episodes: the one that needs the smallest cut) and the largest value of
+    it that could fit; "runs" where one run alone does not fit."""
+    sizes = _sizes(spec)
+    short = memory_shortfall(size.need(spec.eval_episodes), math.prod(sizes.values()))
+    if short is None:
+        return
+    if memory_shortfall(size.need(0), 1) is not None:
+        raise ResourceError("runs", math.prod(sizes.values()), f"{short}; one run alone does not fit: use fewer "
+                            f"environments (num_envs), steps (num_steps) or updates, or a smaller network")
+    options = {**sizes, "eval_episodes": spec.eval_episodes}
+
+    def fits(name: str, value: int) -> bool:
+        changed = {**options, name: value}
+        return memory_shortfall(size.need(changed.pop("eval_episodes")), math.prod(changed.values())) is None
+
+    most = {name: _largest(lambda n, name=name: fits(name, n), value)
+            for name, value in options.items() if value > (0 if name == "eval_episodes" else 1)}
+    name = max(most, key=lambda name: most[name] / options[name])
+    raise ResourceError(name, options[name], f"{short}; at most {most[name]} could fit ({_OPTIONS[name]})")
+
+
+def _largest(fits: Callable[[int], bool], above: int) -> int:
+    """The largest n below `above` that `fits` (true up to some n, false beyond it; 0 if none)."""
+    low, high = 0, above
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low
 
 
 def run_index(point: int, seed: int, seeds: int) -> int:
