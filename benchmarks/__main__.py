@@ -4,11 +4,10 @@ benchmarks/cases.py); `--help` lists its options."""
 import sys
 
 from benchmarks import returns
+from benchmarks.cases import CASES
+from benchmarks.harness import main
 
-if returns.asked(sys.argv[1:]):  # hours of training, not a timing: its own runner (benchmarks/returns.py)
-    sys.exit(returns.main(sys.argv[1:]))
-
-from benchmarks.cases import CASES  # noqa: E402
-from benchmarks.harness import main  # noqa: E402
-
-sys.exit(main(sys.argv[1:], CASES))
+if __name__ == "__main__":  # importing this module (tests/test_bench_suite.py) runs nothing
+    if returns.asked(sys.argv[1:]):  # hours of training, not a timing: its own runner (benchmarks/returns.py)
+        sys.exit(returns.main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:], CASES))

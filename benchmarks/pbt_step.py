@@ -24,7 +24,6 @@ use_all_cpu_cores()
 import jax  # noqa: E402
 
 from purejaxppo.experiments.sweep import load_sweep, make_spec, pbt  # noqa: E402
-from purejaxppo.experiments.report import spec_dict  # noqa: E402
 
 
 def main() -> None:
@@ -35,7 +34,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=1)
     args = parser.parse_args()
     base, spec = load_sweep(args.config)
-    section = {k: v for k, v in spec_dict(spec).items() if k != "grid"} | {"seeds": args.seeds}
+    section = {k: v for k, v in spec.to_dict().items() if k != "grid"} | {"seeds": args.seeds}
     section["pbt"] = {**section["pbt"], "population": args.population}
     interval = section["pbt"]["interval"]
     base = dataclasses.replace(base, total_timesteps=args.intervals * interval * base.batch_size)  # plan checks it

@@ -352,3 +352,14 @@ def test_extra_passes_variants_each_drop_their_pass():
     dots = {without: str(jax.make_jaxpr(variant(cfg, without))(keys)).count("dot_general")
             for without in (None, "clip cases", "bootstrap")}
     assert dots["clip cases"] < dots[None] and dots["bootstrap"] < dots[None], dots
+
+
+def test_every_benchmarks_module_imports():
+    """A benchmark that uses a name the package no longer has fails here, not when someone runs it
+    (one fresh process: several modules set XLA's flags as they are imported)."""
+    root = Path(__file__).parent.parent
+    names = sorted(p.stem for p in (root / "benchmarks").glob("*.py") if p.stem != "__init__")
+    assert "pbt_step" in names and "__main__" in names
+    code = "import importlib\nfor name in %r:\n    importlib.import_module('benchmarks.' + name)\n" % names
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
