@@ -10,6 +10,7 @@ from purejaxppo import distributions, envs, losses, networks
 from purejaxppo.compiler import compiler_options, jit
 from purejaxppo.config import ConfigError, HParams, PPOConfig, check_config, load_config, make_config
 from purejaxppo.envs import make_env
+from purejaxppo.export import export_policy
 from purejaxppo.gae import gae
 from purejaxppo.policy import Policy, make_policy
 from purejaxppo.train import Learner, LearnerState, TrainResult, make_train
@@ -21,8 +22,8 @@ _LAZY = {"load": "purejaxppo.experiments.folder", "sweep": "purejaxppo.experimen
          "pbt": "purejaxppo.experiments.sweep", "SweepResult": "purejaxppo.experiments.sweep"}
 
 __all__ = ["ConfigError", "HParams", "check_config", "Learner", "LearnerState", "PPOConfig", "Policy", "SweepResult",
-           "TrainResult", "compiler_options", "distributions", "envs", "gae", "jit", "load", "load_config", "losses",
-           "make_config", "make_env", "make_policy", "make_train", "networks", "pbt", "sweep"]
+           "TrainResult", "compiler_options", "distributions", "envs", "export_policy", "gae", "jit", "load",
+           "load_config", "losses", "make_config", "make_env", "make_policy", "make_train", "networks", "pbt", "sweep"]
 
 
 def __getattr__(name: str):

@@ -335,6 +335,24 @@ CASES = [
     Cli("eval: --render a file that exists", ["eval", "nothing", "--render", "base.yaml"], "--render",
         "replays never replace a file"),
     Cli("eval: folder not UTF-8", ["eval", os.fsdecode(b"run-\xfd")], "folder", "bytes that are not UTF-8"),
+    # --- export ---------------------------------------------------------------------------------
+    Cli("export: no run folder", ["export", "nothing"], "nothing", "no checkpoints/ folder"),
+    Cli("export: --format unknown", ["export", "nothing", "--format", "tflite"], "--format",
+        "invalid choice: 'tflite'"),
+    Cli("export: --format onnx without the extra", ["export", "nothing", "--format", "onnx"], "--format",
+        'pip install "purejaxppo[onnx]"', absent=("jax2onnx",)),
+    Cli("export: --outputs unknown", ["export", "nothing", "--outputs", "logits"], "--outputs",
+        "invalid choice: 'logits'"),
+    Cli("export: --run -1", ["export", "nothing", "--run", "-1"], "--run", "must be a non-negative integer"),
+    Cli("export: --run not a number", ["export", "nothing", "--run", "one"], "--run", "invalid int value"),
+    Cli("export: --checkpoint -1", ["export", "nothing", "--checkpoint", "-1"], "--checkpoint",
+        "must be a non-negative integer"),
+    Cli("export: --run out of range", ["export", str(RUN_0_4), "--run", "7"], "--run", "has no run 7"),
+    Cli("export: --checkpoint not saved", ["export", str(RUN_0_4), "--checkpoint", "3"], "--checkpoint",
+        "no checkpoint at that update"),
+    Cli("export: --out exists", ["export", "nothing", "--out", "base.yaml"], "--out", "never replaces a file"),
+    Cli("export: --out in a missing folder", ["export", "nothing", "--out", "no/p.onnx"], "--out",
+        "does not exist"),
     # --- sweep files -------------------------------------------------------------------------
     sweep_file(BASE, "sweep", "no sweep: section", id="sweep file without a sweep: section"),
     sweep_file(BASE + "sweep: 5\n", "sweep", "must be a mapping", id="sweep: 5"),
@@ -505,8 +523,8 @@ def test_cli_refuses_in_one_line(case: Cli, tmp_path, monkeypatch, capsys):
     for module in case.absent:
         monkeypatch.setitem(sys.modules, module, None)  # import raises ImportError
     capsys.readouterr()
-    given_out = "--out" in case.argv or case.argv[0] == "eval"
-    code = cli.main([*case.argv] if given_out else [*case.argv, "--out", "out"])
+    runs = case.argv[0] in ("train", "sweep") and "--out" not in case.argv  # a run's folder would be out/
+    code = cli.main([*case.argv, "--out", "out"] if runs else [*case.argv])
     out, err = capsys.readouterr()
     assert code == 2, (out, err)
     assert "Traceback" not in err + out

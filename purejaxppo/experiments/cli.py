@@ -5,6 +5,7 @@
     purejaxppo sweep SPEC [--grid key=v1,v2 ...] [--seeds N] [...]     (same run options)
     purejaxppo sweep --resume DIR
     purejaxppo eval DIR [--episodes 100] [--seed S] [--stochastic] [--step N] [--json] [--render F.html]
+    purejaxppo export DIR [--run K] [--checkpoint N] [--format stablehlo|onnx] [--outputs action|all] [--out FILE]
     purejaxppo configs                                                  (the shipped configs, usable by name)
     (train, sweep and eval reuse compiled programs from a persistent cache; --no-cache: not)
     purejaxppo --version
@@ -156,6 +157,19 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--render", metavar="FILE.html",
                           help="Brax envs: also write an HTML replay of one episode of run 0 (a new file)")
     _add_cache_option(evaluate)
+    export = sub.add_parser("export", help="write a run's greedy policy as a StableHLO or ONNX file, verified "
+                                           "against make_policy (docs/export.md)")
+    export.add_argument("folder", help="a run or sweep folder (it holds checkpoints/)")
+    export.add_argument("--run", type=int, default=0, metavar="K", help="which run of the folder (default 0)")
+    export.add_argument("--checkpoint", type=int, metavar="N", help="the checkpoint at update N (default: the newest)")
+    export.add_argument("--format", choices=["stablehlo", "onnx"], default="stablehlo",
+                        help="stablehlo (jax.export; default) or onnx (needs: pip install \"purejaxppo[onnx]\")")
+    export.add_argument("--outputs", choices=["action", "all"], default="action",
+                        help="action (default), or all: also the logits (or mean and log-std) and the value")
+    export.add_argument("--out", metavar="FILE", help="the file to write, a new one (default: in the folder, "
+                                                      "policy-run<K>-update<N>.<format>); its metadata beside it, "
+                                                      "FILE.json")
+    _add_cache_option(export)
     sub.add_parser("configs", help="list the shipped configs (use them by name: purejaxppo train cartpole)")
     return parser
 
@@ -624,6 +638,46 @@ def _histogram(values, bins: int = 10, width: int = 40) -> str:
                      for i, c in enumerate(counts))
 
 
+# --------------------------------------------------------------------------------------
+# export
+# --------------------------------------------------------------------------------------
+def export_command(args) -> int:
+    """Export one run's policy (purejaxppo.export), verified against make_policy: a bad option is
+    one line and exit 2; an export that does not act as make_policy does, one line and exit 1."""
+    from purejaxppo import export
+
+    options = {"path": "--out", "format": "--format", "outputs": "--outputs"}
+    _check_count("--run", args.run, 0), _check_count("--checkpoint", args.checkpoint, 0)
+    try:
+        if args.format == "onnx":
+            export.check_onnx_installed()
+        if args.out is not None:
+            export.check_target(args.out)
+        folder = RunFolder(args.folder)
+        checkpoints = folder.checkpoints(create=False)
+        steps = checkpoints.steps()
+        if args.checkpoint is not None and steps and args.checkpoint not in steps:
+            raise ConfigError("--checkpoint", args.checkpoint, f"{folder} has no checkpoint at that update; "
+                                                               f"it has {steps}")
+        runs = sorted(k for info in checkpoints.meta(args.checkpoint)["sets"].values() for k in info["runs"])
+        if args.run not in runs:
+            raise ConfigError("--run", args.run, f"{folder} has no run {args.run}; its runs are {runs}")
+        cfg, state = folder.load(args.checkpoint, args.run)
+        step = args.checkpoint if args.checkpoint is not None else steps[-1]
+        out = args.out or str(folder.path / f"policy-run{args.run}-update{step}{export.FORMATS[args.format]}")
+        result = export.export_policy(cfg, state, args.format, outputs=args.outputs, path=out,
+                                      source={"folder": str(folder), "run": args.run, "update": step})
+    except ConfigError as error:
+        if error.field in options:  # the library's argument is this command's option
+            raise ConfigError(options[error.field], error.value, error.rule) from None
+        raise
+    except export.ExportError as error:
+        print(f"purejaxppo: error: {error}", file=sys.stderr)
+        return 1
+    print(f"{folder} run {args.run} at update {step} ({cfg.env}): {result.describe()}")
+    return 0
+
+
 def _request_text(args, argv) -> str:
     """What every process of a job must share: the command line, the config or spec file it
     names (as read here: a host may hold another copy) and the versions."""
@@ -670,13 +724,15 @@ def main(argv=None) -> int:
                 except BrokenPipeError:  # `purejaxppo configs | head`
                     _quiet_stdout()
                     return 0
-            return eval_command(args) if args.command == "eval" else run_command(args)
+            commands = {"eval": eval_command, "export": export_command}
+            return commands.get(args.command, run_command)(args)
     except UsageError as error:
         print(f"purejaxppo: error: {error}", file=sys.stderr)
         return 2
     except Stopped as stop:
         outcome = stop.outcome or (f"the evaluation did not finish ({args.folder} is unchanged)"
-                                   if args.command == "eval" else "before the run started: nothing was written")
+                                   if args.command == "eval" else "the export did not finish: nothing was written"
+                                   if args.command == "export" else "before the run started: nothing was written")
         sent = f" (sent to process {stop.process})" if stop.process is not None else ""
         print(f"purejaxppo: stopped by {stop.name}{sent}: {outcome}", file=sys.stderr, flush=True)
         sys.stdout.flush()
