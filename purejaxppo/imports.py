@@ -27,10 +27,9 @@ def import_object(path: str, field: str) -> Any:
             sys.path.append(here)
             module = importlib.import_module(module_name)
     except (Exception, SystemExit) as error:  # ImportError, or the user's module failing (or exiting) as imported
-        first = (str(error).strip().splitlines() or [""])[0]
         hint = (f" (run from the folder that holds {module_name.split('.')[0]}, or add that folder to PYTHONPATH)"
                 if isinstance(error, ModuleNotFoundError) else "")
-        raise ImportFailed(field, path, f"cannot be imported: {type(error).__name__}: {first}{hint}") from None
+        raise ImportFailed(field, path, f"cannot be imported: {failure(error)}{hint}") from None
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):

@@ -42,8 +42,9 @@ from purejaxppo import __version__, configs
 from purejaxppo.experiments import compile_cache, replay, report
 from purejaxppo.experiments.faults import (STOP_SIGNALS, LostProcess, Stopped, coordinate, line_on_abort,
                                            lost_process, runtime_output_to, stop_signals)
-from purejaxppo.config import ConfigError, check_fields, config_values, parse_override, read_yaml, text_table
-from purejaxppo.errors import NO_VALUE, ResourceError, UsageError, integer
+from purejaxppo.config import (ConfigError, check_fields, config_values, count, parse_override, read_yaml,
+                               text_table)
+from purejaxppo.errors import NO_VALUE, ResourceError, UsageError
 from purejaxppo.experiments.folder import FINISHED, RunFolder, write_new
 from purejaxppo.experiments.live import LiveLog, check_wandb
 from purejaxppo.experiments.parallel import agree, init_distributed, is_writer, joined_line, use_all_cpu_cores
@@ -263,11 +264,9 @@ def _reference(args, base) -> str | None:
 
 
 def _check_count(option: str, value: int | None, minimum: int = 1) -> None:
-    """A count option: an integer of at least `minimum`, and below 2**31 (counts are int32 on the device)."""
+    """A count option, where given: `config.count`'s rule (an integer of at least `minimum`, below 2**31)."""
     if value is not None:
-        integer(option, value, minimum)
-    if value is not None and value >= 2**31:
-        raise ConfigError(option, value, "must be below 2**31 (it is counted in 32 bits)")
+        count(option, value, minimum)
 
 
 def _check_counts(args) -> None:
