@@ -41,7 +41,7 @@ import importlib.metadata, os, tomllib
 
 import jax
 
-from purejaxppo.experiments.cli import version_line
+from purejaxppo.experiments.options import version_line
 
 print(version_line())
 spec = next(d for d in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"] if d.startswith("jax"))

@@ -427,7 +427,7 @@ def write_results(run: dict, out_dir: Path, cases: list[Case], plots: bool = Tru
     <stem>-<case>.png; returns the paths. `cases`: the definitions (plots, explanations) of
     the cases in `run`. A results file is never replaced: when the name is taken (a second run
     on one day), the stem gets -2, -3, ..."""
-    from purejaxppo.experiments.folder import write_new
+    from purejaxppo.experiments.paths import write_new
 
     registry = by_name(cases)
     out_dir.mkdir(parents=True, exist_ok=True)

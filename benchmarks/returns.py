@@ -303,7 +303,7 @@ def figure(rows: list[dict], png: Path) -> None:
 
 
 def write_table(refs: dict, names: list[str], results: Path, out: Path, hardware: str, command: str) -> list[Path]:
-    from purejaxppo.experiments.folder import write_new
+    from purejaxppo.experiments.paths import write_new
 
     rows = [row(n, refs[n], read_result(results, n)) for n in names]
     out.mkdir(parents=True, exist_ok=True)

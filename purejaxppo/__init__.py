@@ -18,7 +18,7 @@ from purejaxppo.train import Learner, LearnerState, TrainResult, make_train
 __version__ = "0.4.0"
 
 # name -> the experiment-side module that defines it
-_LAZY = {"load": "purejaxppo.experiments.folder", "sweep": "purejaxppo.experiments.sweep",
+_LAZY = {"load": "purejaxppo.experiments.saved", "sweep": "purejaxppo.experiments.sweep",
          "pbt": "purejaxppo.experiments.sweep", "SweepResult": "purejaxppo.experiments.sweep"}
 
 __all__ = ["ConfigError", "HParams", "check_config", "Learner", "LearnerState", "PPOConfig", "Policy", "SweepResult",

@@ -2,7 +2,8 @@
 
 Two formats: "stablehlo" (`jax.export`: a StableHLO module with its calling convention, which
 `jax.export.deserialize` loads; nothing beyond jax) and "onnx" (through jax2onnx, for
-onnxruntime and other ONNX runtimes; the optional extra `pip install "purejaxppo[onnx]"`).
+onnxruntime and other ONNX runtimes; the optional extra `pip install "purejaxppo[onnx]"`;
+its own part, apart: purejaxppo.export_onnx).
 
 What is exported is the policy as `make_policy` runs it by its mode: the same agent
 (`Agent.act`, deterministic), so the checkpoint's observation statistics are baked in, and
@@ -29,10 +30,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
-import importlib
 import importlib.metadata
 import json
-import logging
 import os
 import platform
 import time
@@ -46,13 +45,14 @@ import numpy as np
 from purejaxppo.config import PPOConfig
 from purejaxppo.distributions import MASKED_LOGIT, Categorical, TanhGaussian
 from purejaxppo.errors import ConfigError
+from purejaxppo.export_onnx import LOAD, VERSIONS, check_onnx_installed, onnx_runner, to_onnx
+from purejaxppo.gate import Bundle
 from purejaxppo.policy import make_policy
 from purejaxppo.train import LearnerState
 
 FORMATS = {"stablehlo": ".stablehlo", "onnx": ".onnx"}  # format -> the file's usual suffix
 OUTPUTS = ("action", "all")
 PLATFORMS = ("cpu", "cuda", "rocm", "tpu")  # a StableHLO export runs on each
-ONNX_PACKAGES = ("jax2onnx", "onnxruntime")
 TOLERANCE = 1e-4  # |exported - make_policy| <= TOLERANCE * (1 + |make_policy|): float rounding, not a fault
 SAMPLES = 256     # observations per verification step
 STEPS = 3         # verification steps of a recurrent policy, each carrying the memory of the last
@@ -98,11 +98,11 @@ class ExportedPolicy:
                 f"{checked['max_difference']:.3g} ({checked['largest_in']})")
 
 
-def export_policy(cfg: PPOConfig, state: LearnerState, format: str = "stablehlo", *, network=None,
+def export_policy(cfg: PPOConfig | Bundle, state: LearnerState, format: str = "stablehlo", *, network=None,
                   outputs: str = "action", path: str | os.PathLike | None = None,
                   source: dict | None = None) -> ExportedPolicy:
     """One run's policy as a StableHLO (`format="stablehlo"`) or ONNX (`"onnx"`) file, verified
-    against `make_policy(cfg, state, network=network)` (see the module doc for its inputs and
+    against `make_policy(cfg, state, network=network)` (`cfg`: a config or its bundle; see the module doc for its inputs and
     outputs). `outputs="all"`: the logits (or the mean and log-std) and the value too, after
     the action. `path`: write the file there and its metadata to `<path>.json` (neither may
     exist); without it nothing is written and `.data` holds the bytes. `source`: a note kept
@@ -117,7 +117,7 @@ def export_policy(cfg: PPOConfig, state: LearnerState, format: str = "stablehlo"
         check_onnx_installed()
     target = check_target(path)
     policy = make_policy(cfg, state, network=network)  # checks the state and the network
-    agent = policy.agent
+    agent, cfg = policy.agent, cfg.config if isinstance(cfg, Bundle) else cfg
     spec = _Spec.of(agent, outputs)
     fn = _policy_function(agent, policy.params, policy.agent_state, spec)
 
@@ -148,16 +148,6 @@ def export_policy(cfg: PPOConfig, state: LearnerState, format: str = "stablehlo"
         if temporary is not None:
             temporary.unlink(missing_ok=True)
     return ExportedPolicy(format, data, metadata, metadata["verified"]["max_difference"], seconds, target)
-
-
-def check_onnx_installed() -> None:
-    """ONNX export needs jax2onnx and onnxruntime (the `onnx` extra): else one line saying so."""
-    for name in ONNX_PACKAGES:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            raise ConfigError("format", "onnx", f"needs {name}, which is not installed: "
-                              f"pip install \"purejaxppo[onnx]\" (jax2onnx and onnxruntime)") from None
 
 
 def check_target(path) -> Path | None:
@@ -265,21 +255,12 @@ def _stablehlo(fn, spec: _Spec) -> bytes:
 
 
 def _onnx(fn, spec: _Spec) -> bytes:
-    import jax2onnx
-
-    quiet = logging.getLogger("onnx_ir")  # it warns of intermediate values it gives no type, harmlessly
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
     try:
-        model = jax2onnx.to_onnx(fn, _abstract_inputs(spec), model_name="purejaxppo_policy",
-                                 input_names=[n for n, _, _ in spec.inputs],
-                                 output_names=[n for n, _, _ in spec.outputs])
+        model = to_onnx(fn, _abstract_inputs(spec), [n for n, _, _ in spec.inputs], [n for n, _, _ in spec.outputs])
     except Exception as error:  # noqa: BLE001 -- a primitive it cannot convert, any converter fault: one line
         detail = str(error).strip().splitlines()[0][:300] if str(error).strip() else ""
         raise ExportError(f"jax2onnx {_version('jax2onnx')} cannot convert this policy: {type(error).__name__}: "
                           f"{detail} (the stablehlo format exports any JAX program)") from error
-    finally:
-        quiet.setLevel(level)
     return model.SerializeToString()
 
 
@@ -288,14 +269,10 @@ def _onnx(fn, spec: _Spec) -> bytes:
 # --------------------------------------------------------------------------------------
 def _runner(format: str, data: bytes) -> Callable[[list], list]:
     """A function of the inputs (numpy arrays, in order) -> the outputs (numpy, in order)."""
-    if format == "stablehlo":
-        exported = jax.export.deserialize(bytearray(data))
-        return lambda inputs: [np.asarray(x) for x in exported.call(*inputs)]
-    import onnxruntime
-
-    session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-    return lambda inputs: session.run(None, dict(zip(names, inputs)))
+    if format == "onnx":
+        return onnx_runner(data)
+    exported = jax.export.deserialize(bytearray(data))
+    return lambda inputs: [np.asarray(x) for x in exported.call(*inputs)]
 
 
 def _verify(run, policy, spec: _Spec, state) -> dict:
@@ -413,7 +390,7 @@ def _version(name: str) -> str:
 
 
 def _versions(format: str) -> dict:
-    names = ["purejaxppo", "jax", "jaxlib", "flax", *(["jax2onnx", "onnx", "onnxruntime"] if format == "onnx" else [])]
+    names = ["purejaxppo", "jax", "jaxlib", "flax", *(VERSIONS if format == "onnx" else [])]
     return {"python": platform.python_version(), **{name: _version(name) for name in names}}
 
 
@@ -430,8 +407,7 @@ def _metadata(cfg, agent, policy, spec: _Spec, format: str, source: dict | None)
 
     meta = {
         "format": format,
-        "load": ("jax.export.deserialize(open(file, 'rb').read()).call(*inputs)" if format == "stablehlo" else
-                 "onnxruntime.InferenceSession(file).run(None, {name: input, ...})"),
+        "load": "jax.export.deserialize(open(file, 'rb').read()).call(*inputs)" if format == "stablehlo" else LOAD,
         "env": cfg.env,
         "observation": {"shape": list(agent.network.obs_shape), "dtype": "float32",
                         "normalized": agent.normalize_obs},

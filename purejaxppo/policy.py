@@ -9,11 +9,12 @@ import numpy as np
 from purejaxppo.compiler import compiler_options
 from purejaxppo.config import PPOConfig
 from purejaxppo.errors import NO_VALUE, ConfigError
+from purejaxppo.gate import Bundle, bundle_of
 from purejaxppo.rollout import restart
-from purejaxppo.train import Learner, LearnerState
+from purejaxppo.train import LearnerState
 
 
-def make_policy(cfg: PPOConfig, state: LearnerState, network=None) -> "Policy":
+def make_policy(cfg: PPOConfig | Bundle, state: LearnerState, network=None) -> "Policy":
     """A deployable policy of one run's state: `act(obs, key=None) -> env action`.
 
     `obs` is one observation [*obs_shape] or a batch [n, *obs_shape]; without a key the
@@ -29,11 +30,13 @@ def make_policy(cfg: PPOConfig, state: LearnerState, network=None) -> "Policy":
     policy trained on an environment with action masks (`act(obs, mask=env.action_mask(s))`);
     without it every action is allowed.
     `network`: the module the run trained, when it was given to `make_train` as one.
+    `cfg`: the run's config, or its `gate.Bundle` (then nothing is built again; pass
+    network= to `gate` instead).
     """
     if not isinstance(state, LearnerState):
         raise ConfigError("state", type(state).__name__, "must be a LearnerState (ppo.load gives one: "
                           "cfg, state = ppo.load(folder))")
-    agent = Learner(cfg, network=network).agent
+    agent = bundle_of(cfg, network=network, update_epochs=False).agent
     _check_params_fit(agent, state.params, network)
     return Policy(agent, state.params, state.agent_state)
 

@@ -40,12 +40,11 @@ import jax.numpy as jnp
 import optax
 
 from purejaxppo import pytree
-from purejaxppo.agent import make_agent
-from purejaxppo.config import ACTION_KIND_FIELDS, HParams, PPOConfig, check_config, check_hparams
+from purejaxppo.config import HParams, PPOConfig, check_hparams
 from purejaxppo.errors import integer
-from purejaxppo.envs import check_env_config, make_env
 from purejaxppo.evaluate import evaluate_episodes
 from purejaxppo.gae import gae
+from purejaxppo.gate import Bundle, bundle_of
 from purejaxppo.losses import explained_variance, ppo_loss, ratio_diagnostics
 from purejaxppo.normalize import init_reward_scaler, scale_rewards
 from purejaxppo.rollout import no_action, past_time_limit, rollout
@@ -115,24 +114,19 @@ def learning_rate(hp: HParams, updates_done, num_updates: int):
 class Learner:
     """PPO on one checked config: `init`, `run`, `evaluate` (see the module doc).
 
+    `cfg`: a `gate.Bundle` (the config checked, its environment and agent built: taken as it
+    is), or a config, which passes the gate here: a hand-built `PPOConfig` that breaks a rule
+    raises ConfigError naming the field, before anything is traced; "update_epochs <=
+    max_epochs" is checked in `run`, against the HParams it runs with.
     `network`: your own flax.linen actor-critic (see `networks` for its contract), in place
     of the config's (`network: package.module:factory`, or the built-in of `policy`); its
-    output shapes are checked here by `jax.eval_shape`, before anything is compiled.
-    `env`: the environment already built for cfg (its env and env_params), e.g. one
-    shared by the learners of a sweep's group; default: built here.
-
-    A config from `make_config` is trusted; a hand-built `PPOConfig` is checked as
-    `make_config` checks it (`config.check_config`), so one that breaks a rule raises
-    ConfigError naming the field here, before anything is traced; "update_epochs <=
-    max_epochs" is checked in `run`, against the HParams it runs with.
+    output shapes are checked by `jax.eval_shape`, before anything is compiled.
+    `env`: the environment already built for cfg (its env and env_params); default: built here.
     """
 
-    def __init__(self, cfg: PPOConfig, network=None, env=None):
-        cfg = check_config(cfg, env=False, update_epochs=False)  # the env is checked as it is built:
-        self.cfg = cfg
-        self.env = make_env(cfg) if env is None else env
-        check_env_config(cfg, ACTION_KIND_FIELDS, self.env)
-        self.agent = make_agent(cfg, self.env, network)
+    def __init__(self, cfg: PPOConfig | Bundle, network=None, env=None):
+        bundle = bundle_of(cfg, env=env, network=network, update_epochs=False)
+        self.cfg, self.env, self.agent = bundle.config, bundle.env, bundle.agent
 
     def init(self, key) -> LearnerState:
         agent_key, env_key, run_key = jax.random.split(key, 3)
@@ -300,18 +294,18 @@ def _mask(batch):
     return None if isinstance(batch["mask"], tuple) else batch["mask"]
 
 
-def make_train(cfg: PPOConfig, eval_episodes: int = 0, network=None):
+def make_train(cfg: PPOConfig | Bundle, eval_episodes: int = 0, network=None):
     """The pure `train(key, hparams=None) -> TrainResult` of a checked config:
     init, run every update, and (`eval_episodes` > 0) evaluate the final policy on that
     many fresh episodes, acting deterministically and stochastically, in one program.
-    `network`: see `Learner`. `cfg` is checked as `make_config` checks it (a hand-built
-    `PPOConfig` that breaks a rule raises ConfigError naming the field); `hparams` as
-    `Learner.run` checks them. For several runs, vmap: `jax.vmap(train)(keys, hparams)`
-    with `hparams = HParams.stack(cfg, runs=len(keys), lr=[...])`, whose values are
-    checked; a traced value is not."""
-    cfg = check_config(cfg, env=False)  # Learner checks the environment as it builds it
+    `cfg` and `network`: see `Learner` (a config passes the gate: a hand-built `PPOConfig`
+    that breaks a rule raises ConfigError naming the field); `hparams` as `Learner.run`
+    checks them. For several runs, vmap: `jax.vmap(train)(keys, hparams)` with
+    `hparams = HParams.stack(cfg, runs=len(keys), lr=[...])`, whose values are checked;
+    a traced value is not."""
     eval_episodes = integer("eval_episodes", eval_episodes, 0)
-    learner = Learner(cfg, network)
+    learner = Learner(bundle_of(cfg, network=network))
+    cfg = learner.cfg
 
     def train(key, hparams: HParams | None = None) -> TrainResult:
         state, metrics = learner.run(learner.init(key), hparams, cfg.num_updates)

@@ -24,7 +24,7 @@ import purejaxppo as ppo
 import user_networks
 from purejaxppo import config
 from purejaxppo.config import ConfigError, HParams, PPOConfig
-from purejaxppo.experiments import cli
+from purejaxppo.experiments import cli, options
 
 BASE = "env: CartPole-v1\nnum_envs: 4\nnum_steps: 16\nnum_minibatches: 2\ntotal_timesteps: 640\n"
 SWEEP = BASE + "sweep:\n  grid: {clip_eps: [0.1, 0.2]}\n"
@@ -569,7 +569,7 @@ def test_every_field_joins_the_matrix():
 
 def _options() -> set[str]:
     """Every option and positional argument of every command (`command` for the command itself)."""
-    parser = cli._parser()
+    parser = options.parser()
     names = {"command"}
     for sub in [parser, *parser._subparsers._group_actions[0].choices.values()]:
         for action in sub._actions:

@@ -9,7 +9,7 @@ import pytest
 import purejaxppo as ppo
 from purejaxppo.config import ConfigError
 from purejaxppo.errors import ResourceError
-from purejaxppo.experiments import parallel, sweep
+from purejaxppo.experiments import memory as memory_module, plan as plan_module
 from purejaxppo.experiments.sweep import make_spec, plan
 
 MEMORY = 64 * 2**20  # free on every device, and on the host per device
@@ -22,10 +22,10 @@ def tiny(**values):
 
 @pytest.fixture
 def memory(monkeypatch):
-    """A machine of MEMORY per device: what `parallel.memory_shortfall` reads (on a CPU, the
+    """A machine of MEMORY per device: what `memory.memory_shortfall` reads (on a CPU, the
     devices' share of the host's memory)."""
-    monkeypatch.setattr(parallel, "free_memory_bytes", lambda device: MEMORY)
-    monkeypatch.setattr(parallel, "host_memory_bytes", lambda: MEMORY * jax.device_count(), raising=False)
+    monkeypatch.setattr(memory_module, "free_memory_bytes", lambda device: MEMORY)
+    monkeypatch.setattr(memory_module, "host_memory_bytes", lambda: MEMORY * jax.device_count(), raising=False)
 
 
 @pytest.fixture
@@ -33,8 +33,8 @@ def no_drawing(monkeypatch):
     def drawn(*args):
         raise AssertionError("points were drawn before the sweep's size was checked")
 
-    monkeypatch.setattr(sweep, "initial_points", drawn)
-    monkeypatch.setattr(sweep, "draw", drawn)
+    monkeypatch.setattr(plan_module, "initial_points", drawn)
+    monkeypatch.setattr(plan_module, "draw", drawn)
 
 
 def refusal(spec, cfg=None) -> ResourceError:
@@ -147,11 +147,11 @@ def test_on_an_accelerator_the_states_fill_the_device_and_the_results_the_host(m
     import types
 
     gpus = [types.SimpleNamespace(platform="gpu", process_index=jax.process_index()) for _ in range(2)]
-    monkeypatch.setattr(parallel, "free_memory_bytes", lambda device: 100 * 2**20)
-    monkeypatch.setattr(parallel, "host_memory_bytes", lambda: 2**30)
-    need = parallel.RunBytes(state=2**20, kept=2**20, working=2**20)
-    assert parallel.memory_shortfall(need, 198, gpus) is None  # 99 states + one run's working memory a device
-    assert "more than the 100 MiB free per device" in parallel.memory_shortfall(need, 200, gpus)
-    need = parallel.RunBytes(state=2**10, kept=2**21, working=0)
-    assert parallel.memory_shortfall(need, 500, gpus) is None  # 500 x 2 MiB of results: on the host's 1 GiB
-    assert "kept on the host until the end" in parallel.memory_shortfall(need, 600, gpus)
+    monkeypatch.setattr(memory_module, "free_memory_bytes", lambda device: 100 * 2**20)
+    monkeypatch.setattr(memory_module, "host_memory_bytes", lambda: 2**30)
+    need = memory_module.RunBytes(state=2**20, kept=2**20, working=2**20)
+    assert memory_module.memory_shortfall(need, 198, gpus) is None  # 99 states + one run's working memory a device
+    assert "more than the 100 MiB free per device" in memory_module.memory_shortfall(need, 200, gpus)
+    need = memory_module.RunBytes(state=2**10, kept=2**21, working=0)
+    assert memory_module.memory_shortfall(need, 500, gpus) is None  # 500 x 2 MiB of results: on the host's 1 GiB
+    assert "kept on the host until the end" in memory_module.memory_shortfall(need, 600, gpus)

@@ -132,16 +132,16 @@ def test_every_shipped_brax_config_is_valid(path):
 
 def test_a_replay_shows_one_whole_episode(tmp_path):
     from purejaxppo.experiments import replay
+    from purejaxppo.gate import gate
 
-    cfg = ppo.make_config({"env": "brax/inverted_pendulum", "env_params": {**PENDULUM, "episode_length": 50},
-                           "normalize_obs": True})
-    state = ppo.Learner(cfg).init(jax.random.PRNGKey(0))
-    html, total, steps = replay.render(cfg, state, jax.random.PRNGKey(1))
+    bundle = gate({"env": "brax/inverted_pendulum", "env_params": {**PENDULUM, "episode_length": 50},
+                   "normalize_obs": True})
+    state = ppo.Learner(bundle).init(jax.random.PRNGKey(0))
+    html, total, steps = replay.render(bundle, state, jax.random.PRNGKey(1))
     assert "<html>" in html and "brax-viewer" in html
     assert 1 <= steps <= 50 and total == steps  # a reward of 1 for every step the pole stays up
     with pytest.raises(ConfigError, match="replays are drawn for Brax"):
-        replay.render(ppo.make_config({}), ppo.Learner(ppo.make_config({})).init(jax.random.PRNGKey(0)),
-                      jax.random.PRNGKey(1))
+        replay.render(gate({}), ppo.Learner(gate({})).init(jax.random.PRNGKey(0)), jax.random.PRNGKey(1))
 
 
 @pytest.mark.slow

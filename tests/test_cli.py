@@ -112,13 +112,10 @@ def test_the_timing_suite_is_not_a_command_of_the_package(capsys):
 
 def test_a_resumed_run_finds_its_shipped_config_by_its_fields():
     """`train --resume DIR` names no config: the reference is the shipped config with the run's fields."""
-    import argparse
-
     from purejaxppo import configs
     from purejaxppo.config import check_fields
-    from purejaxppo.experiments.cli import _reference
+    from purejaxppo.experiments.request import reference
 
-    resumed = argparse.Namespace(config=None)
     acrobot = ppo.load_config(configs.find("acrobot"))
-    assert _reference(resumed, acrobot) == "reference: -80 at 5e5 steps (PPO, gymnax README)"
-    assert _reference(resumed, check_fields({**acrobot.to_dict(), "lr": 1e-3})) is None  # no shipped config has it
+    assert reference(None, acrobot) == "reference: -80 at 5e5 steps (PPO, gymnax README)"
+    assert reference(None, check_fields({**acrobot.to_dict(), "lr": 1e-3})) is None  # no shipped config has it

@@ -275,10 +275,10 @@ def test_the_docs_table_is_the_generated_one():
 
 @pytest.mark.parametrize("command", ["train", "sweep"])
 def test_help_config_lists_every_field_and_exits_0(command, capsys):
-    from purejaxppo.experiments.cli import _parser
+    from purejaxppo.experiments.options import parser
 
     with pytest.raises(SystemExit) as exited:
-        _parser().parse_args([command, "--help-config"])  # no config file needed
+        parser().parse_args([command, "--help-config"])  # no config file needed
     assert exited.value.code == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:4] == ["key", "type", "kind", "default"]
@@ -336,19 +336,28 @@ def test_envs_do_not_import_config_and_config_imports_at_the_top():
     assert not [module for module, _ in _imports(PACKAGE / "errors.py") if module.startswith("purejaxppo")]
 
 
-def test_a_config_from_the_gate_is_trusted_and_a_copy_is_checked_again(monkeypatch):
-    """make_config checks once; make_train, Learner and HParams.stack do not check its config
-    again (nor build its environment to check it), but a dataclasses.replace copy is checked."""
+def test_a_bundle_is_taken_as_it_is_and_a_config_passes_the_gate(monkeypatch):
+    """No "already checked" flag: a config (made by make_config, or a dataclasses.replace copy)
+    is checked whenever it is handed to make_train; the gate's bundle is never checked, nor its
+    environment built, again."""
+    import purejaxppo.envs
     from purejaxppo.config import checks
+    from purejaxppo.gate import gate
 
-    cfg = ppo.make_config({"num_envs": 4, "num_steps": 16, "num_minibatches": 2, "total_timesteps": 640})
-    assert config.is_checked(cfg) and ppo.check_config(cfg) is cfg
-    calls = []
+    values = {"num_envs": 4, "num_steps": 16, "num_minibatches": 2, "total_timesteps": 640}
+    calls, built = [], []
     monkeypatch.setattr(checks, "_check", lambda c, *a: calls.append(c))
-    ppo.make_train(cfg)
-    ppo.HParams.stack(cfg, runs=2)
-    assert calls == []
-    copy = dataclasses.replace(cfg, clip_eps=0.1)
-    assert not config.is_checked(copy)
+    make_raw_env = purejaxppo.envs.make_raw_env
+    monkeypatch.setattr(purejaxppo.envs, "make_raw_env", lambda *a: built.append(a) or make_raw_env(*a))
+    bundle = gate(values)
+    assert (len(calls), len(built)) == (1, 1)
+    ppo.make_train(bundle)
+    learner = ppo.Learner(bundle)
+    assert (len(calls), len(built)) == (1, 1) and learner.env is bundle.env and learner.agent is bundle.agent
+    copy = dataclasses.replace(bundle.config, clip_eps=0.1)
     ppo.make_train(copy)
-    assert len(calls) >= 1 and all(c.clip_eps == 0.1 for c in calls)
+    assert len(calls) == 2 and calls[-1].clip_eps == 0.1 and len(built) == 2
+    with pytest.raises(TypeError, match="pass network= and env= to gate"):
+        ppo.Learner(bundle, env=bundle.env)
+    with pytest.raises(ConfigError, match="num_envs"):  # another program needs a bundle of its own
+        bundle.for_config(dataclasses.replace(bundle.config, num_envs=8))

@@ -15,7 +15,7 @@ import time
 import pytest
 import yaml
 
-from purejaxppo.experiments import checkpoint, cli, folder as folder_module, live, report
+from purejaxppo.experiments import checkpoint, cli, folder as folder_module, live, report, request
 from purejaxppo.experiments.cli import main
 from purejaxppo.experiments.faults import STOP_SIGNALS, Stopped, deferred, stop_signals
 
@@ -111,13 +111,13 @@ def test_sigterm_during_a_checkpoint_save_waits_for_it_then_names_it_and_resume_
 def test_ctrl_c_during_the_final_writes_is_one_line_and_resume_writes_only_the_missing_results(
         tmp_path, capsys, monkeypatch, exits):
     out = tmp_path / "run"
-    plot = report.plot_learning_curve
+    plot = report.run.plot_learning_curve  # the name run_artefacts calls
 
     def stop_while_plotting(*args):
         os.kill(os.getpid(), signal.SIGINT)
         return plot(*args)
 
-    monkeypatch.setattr(report, "plot_learning_curve", stop_while_plotting)
+    monkeypatch.setattr(report.run, "plot_learning_curve", stop_while_plotting)
     with pytest.raises(SystemExit) as exited:
         main([*RUN, "--out", str(out)])
     assert exited.value.code == 130
@@ -126,7 +126,7 @@ def test_ctrl_c_during_the_final_writes_is_one_line_and_resume_writes_only_the_m
                    f"purejaxppo train --resume {out}"]
     assert [name for name in RESULTS if (out / name).exists()] == ["metrics.csv", "summary.json"]
 
-    monkeypatch.setattr(report, "plot_learning_curve", plot)
+    monkeypatch.setattr(report.run, "plot_learning_curve", plot)
     monkeypatch.setattr(checkpoint.Checkpoints, "save", lambda *a: pytest.fail("trained again"))
     kept = {name: (out / name).stat().st_mtime_ns for name in ("metrics.csv", "summary.json", "progress.jsonl")}
     assert main(["train", "--resume", str(out)]) == 0
@@ -144,7 +144,7 @@ def test_a_stop_during_start_up_or_eval_is_one_line(phase, whole, capsys, monkey
         return stop
 
     if phase == "start-up":
-        monkeypatch.setattr(cli, "_check_counts", stopping(cli._check_counts, signal.SIGTERM))
+        monkeypatch.setattr(request, "check_counts", stopping(request.check_counts, signal.SIGTERM))
         command, code, line = RUN, 143, "stopped by SIGTERM: before the run started: nothing was written"
     else:
         monkeypatch.setattr(folder_module.RunFolder, "_restore",

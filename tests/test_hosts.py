@@ -84,21 +84,21 @@ def test_bad_process_variables_are_one_line_and_exit_2_with_no_folder(tmp_path, 
 
 
 def test_a_single_process_or_a_one_task_slurm_job_joins_nothing(monkeypatch):
-    from purejaxppo.experiments import parallel
+    from purejaxppo.experiments import hosts
 
     for name in [n for n in os.environ if n.startswith(("JAX_", "SLURM_", "OMPI_"))]:
         monkeypatch.delenv(name)
-    assert parallel.init_distributed() is None
+    assert hosts.init_distributed() is None
     slurm = {"SLURM_JOB_ID": "7", "SLURM_STEP_NODELIST": "localhost", "SLURM_NTASKS": "1", "SLURM_PROCID": "0",
              "SLURM_LOCALID": "0"}
     for name, value in slurm.items():
         monkeypatch.setenv(name, value)
-    assert parallel.detected_cluster() is None and parallel.init_distributed() is None  # one task: never waits
+    assert hosts.detected_cluster() is None and hosts.init_distributed() is None  # one task: never waits
     monkeypatch.setenv("SLURM_NTASKS", "2")
-    assert parallel.detected_cluster() == "slurm"
-    assert parallel.init_distributed(detect=False) is None  # --no-cluster
+    assert hosts.detected_cluster() == "slurm"
+    assert hosts.init_distributed(detect=False) is None  # --no-cluster
     monkeypatch.setenv("PUREJAXPPO_CLUSTER", "off")
-    assert parallel.init_distributed() is None
+    assert hosts.init_distributed() is None
 
 
 @pytest.fixture
@@ -123,29 +123,29 @@ def test_off_runs_alone_whatever_the_jax_or_scheduler_variables_say(no_join, mon
     JAX_* variable set (to process 1 of 2) and a scheduler's half set: nothing joins or is refused."""
     import jax
 
-    from purejaxppo.experiments import parallel
+    from purejaxppo.experiments import hosts
 
     for name, value in {**JOIN_AS_PROCESS_1, "SLURM_JOB_ID": "7", "SLURM_NTASKS": "2"}.items():
         monkeypatch.setenv(name, value)
     if off.startswith("PUREJAXPPO_CLUSTER="):
         monkeypatch.setenv("PUREJAXPPO_CLUSTER", off.split("=")[1])
-    assert parallel.init_distributed(detect=off != "--no-cluster") is None
+    assert hosts.init_distributed(detect=off != "--no-cluster") is None
     assert no_join == [] and jax.process_index() == 0 and jax.process_count() == 1
 
 
 @pytest.mark.parametrize("value, on", [("maybe", None), ("of", None), ("ON", True), ("yes", True), ("False", False)])
 def test_the_cluster_setting_is_on_or_off_and_nothing_else(no_join, monkeypatch, value, on):
     from purejaxppo.errors import ConfigError
-    from purejaxppo.experiments import parallel
+    from purejaxppo.experiments import hosts
 
     monkeypatch.setenv("PUREJAXPPO_CLUSTER", value)
     if on is None:
         with pytest.raises(ConfigError) as refused:
-            parallel.init_distributed()
+            hosts.init_distributed()
         assert refused.value.field == "PUREJAXPPO_CLUSTER" and str(refused.value) == (
             f"PUREJAXPPO_CLUSTER={value!r}: must be on or off (also 1 or 0, yes or no, true or false)")
     else:
-        assert parallel.cluster_setting() is on
+        assert hosts.cluster_setting() is on
 
 
 @pytest.mark.parametrize("variables, field, says", [
@@ -164,27 +164,27 @@ def test_half_set_variables_are_refused_never_a_process_alone(no_join, monkeypat
     or a scheduler's job of several processes without this one's index: one line naming what is
     missing, not a process that runs alone (and writes) while the others wait for it."""
     from purejaxppo.errors import ConfigError
-    from purejaxppo.experiments import parallel
+    from purejaxppo.experiments import hosts
 
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError) as refused:
-        parallel.init_distributed()
+        hosts.init_distributed()
     assert refused.value.field == field and says in str(refused.value), str(refused.value)
     assert no_join == []
 
 
 def test_an_ipv6_coordinator_address_must_be_in_brackets():
     from purejaxppo.errors import ConfigError
-    from purejaxppo.experiments import parallel
+    from purejaxppo.experiments import hosts
 
     for address in ("::1:1234", "fe80::1:8476"):  # which colon ends the address?
         with pytest.raises(ConfigError) as refused:
-            parallel.check_address(address)
+            hosts.check_address(address)
         assert str(refused.value) == (f"JAX_COORDINATOR_ADDRESS={address!r}: an IPv6 address must be in brackets: "
                                       "[address]:port, e.g. [fe80::1]:12345")
     for address in ("[::1]:1234", "[fe80::1]:8476", "localhost:1234", "10.0.0.1:12345"):
-        assert parallel.check_address(address) == address
+        assert hosts.check_address(address) == address
 
 
 def _waiting(port: int, proc, timeout: float = 120) -> None:
@@ -249,7 +249,7 @@ def test_a_clusters_coordinator_port_in_use_says_to_set_jax_coordinator_port(no_
     """Process 0 of a SLURM job step whose port (from the job id, or JAX_COORDINATOR_PORT) is held,
     e.g. by another step of the same job: refused before JAX's service tries it."""
     from purejaxppo.errors import ConfigError
-    from purejaxppo.experiments import parallel
+    from purejaxppo.experiments import hosts
 
     slurm = {"SLURM_JOB_ID": "7", "SLURM_STEP_NODELIST": "localhost", "SLURM_NTASKS": "2", "SLURM_PROCID": "0",
              "SLURM_LOCALID": "0"}
@@ -261,7 +261,7 @@ def test_a_clusters_coordinator_port_in_use_says_to_set_jax_coordinator_port(no_
         port = held.getsockname()[1]
         monkeypatch.setenv("JAX_COORDINATOR_PORT", str(port))
         with pytest.raises(ConfigError) as refused:
-            parallel.init_distributed()
+            hosts.init_distributed()
     assert str(refused.value) == (
         f"JAX_COORDINATOR_PORT='{port}': the slurm coordinator's port {port} is in use on this host (process 0's): "
         "another program or another run holds it; set JAX_COORDINATOR_PORT to another free port, the same for "
@@ -551,7 +551,7 @@ def test_four_processes_equal_one_within_float_rounding(tmp_path):
 
 HELD = r"""
 import json, sys
-from purejaxppo.experiments.parallel import init_distributed
+from purejaxppo.experiments.hosts import init_distributed
 init_distributed()
 import jax, numpy as np
 import purejaxppo as ppo

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import purejaxppo as ppo
-from purejaxppo.experiments import cli, folder as folder_module, report
+from purejaxppo.experiments import cli, report, saved
 from purejaxppo.experiments.checkpoint import CheckpointError
 from purejaxppo.experiments.folder import RunFolder
 from purejaxppo.experiments.sweep import make_spec
@@ -161,7 +161,7 @@ def test_eval_of_a_folder_name_too_long_is_one_line(capsys):
 
 
 def test_episodes_that_do_not_fit_in_memory_name_the_option(run, capsys, monkeypatch):
-    monkeypatch.setattr(folder_module, "free_memory_bytes", lambda device: 2**20)  # a device with 1 MiB free
+    monkeypatch.setattr(saved, "free_memory_bytes", lambda device: 2**20)  # a device with 1 MiB free
     line = one_line(capsys, cli.main(["eval", str(run), "--episodes", "100000", "--no-cache"]))
     assert "--episodes=100000: evaluating them needs" in line and "episodes fit" in line, line
 

@@ -73,10 +73,10 @@ loaded_by_core = experiment_modules()
 listed = sorted(set(purejaxppo.__all__) - set(dir(purejaxppo)))
 loaded_by_dir = experiment_modules()
 from purejaxppo import load
-import purejaxppo.experiments.folder, purejaxppo.experiments.sweep
+import purejaxppo.experiments.saved, purejaxppo.experiments.sweep
 print(json.dumps({"loaded_by_core": loaded_by_core, "all_not_in_dir": listed, "loaded_by_dir": loaded_by_dir,
-                  "face_is_the_module's": [load is purejaxppo.experiments.folder.load,
-                                           purejaxppo.load is purejaxppo.experiments.folder.load,
+                  "face_is_the_module's": [load is purejaxppo.experiments.saved.load,
+                                           purejaxppo.load is purejaxppo.experiments.saved.load,
                                            purejaxppo.sweep is purejaxppo.experiments.sweep.sweep,
                                            purejaxppo.SweepResult is purejaxppo.experiments.sweep.SweepResult],
                   "every_name_in_all": all(hasattr(purejaxppo, name) for name in purejaxppo.__all__),

@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from purejaxppo.experiments import folder
+from purejaxppo.experiments import folder, paths
 from purejaxppo.experiments.cli import main
 
 QUICK = ["--set", "num_steps=16", "--set", "total_timesteps=128", "--eval-episodes", "2"]
 
 
 def test_write_new_is_whole_or_nothing_and_never_replaces(tmp_path):
-    folder.write_new(tmp_path / "a.txt", "first")
+    paths.write_new(tmp_path / "a.txt", "first")
     with pytest.raises(FileExistsError):
-        folder.write_new(tmp_path / "a.txt", "second")
+        paths.write_new(tmp_path / "a.txt", "second")
     assert (tmp_path / "a.txt").read_text() == "first"
-    folder.write_new(tmp_path / "b.png", b"\x89PNG")
+    paths.write_new(tmp_path / "b.png", b"\x89PNG")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.png"]  # no temporary file left
 
 
@@ -30,7 +30,7 @@ def test_one_failed_artefact_leaves_the_others(tmp_path, capsys):
 
     (tmp_path / "taken.md").write_text("mine")
     failures = Failures()
-    assert not folder.write_artefacts(tmp_path, [("one.csv", lambda: "1"), ("plot.png", broken),
+    assert not paths.write_artefacts(tmp_path, [("one.csv", lambda: "1"), ("plot.png", broken),
                                                  ("taken.md", lambda: "theirs"), ("two.csv", lambda: "2")], failures)
     assert list(failures.failed) == ["plot.png", "taken.md"]
     assert capsys.readouterr().err.splitlines() == [

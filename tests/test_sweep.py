@@ -5,7 +5,7 @@ import pytest
 
 import purejaxppo as ppo
 from purejaxppo.experiments.cli import main
-from purejaxppo.config import ConfigError, check_fields, is_checked
+from purejaxppo.config import ConfigError, check_fields
 from purejaxppo.experiments.sweep import load_sweep, make_spec, plan, sweep
 
 BASE = dict(num_envs=4, num_steps=16, num_minibatches=2, total_timesteps=4 * 16 * 3)
@@ -125,14 +125,16 @@ def test_static_fields_form_groups(monkeypatch):
     assert len(planned.points) == 4 and len(planned.groups) == 2
     assert all(g.config.max_epochs == 2 for g in planned.groups)
     assert len(built) == 1 + 2  # the base's check, then one environment per group
-    assert all(is_checked(cfg) for cfg in planned.configs)
-    learner = ppo.Learner(planned.groups[0].set_configs[1], env=planned.groups[0].env)
+    assert all(cfg == check_fields(cfg.to_dict()) for cfg in planned.configs)
+    learner = ppo.Learner(planned.groups[0].set_bundles[1])
     assert learner.env is planned.groups[0].env and len(built) == 3  # handed down, not built again
     for group in planned.groups:
         assert group.run_sets == {2: group.point_indices[:1], 1: group.point_indices[1:]}
-        for epochs, cfg in group.set_configs.items():
+        assert len({id(b.agent) for b in group.set_bundles.values()}) == 1  # one network, checked once
+        for epochs, bundle in group.set_bundles.items():
             # a run set's program is a valid config of its own (loading a folder rebuilds it)
-            assert is_checked(cfg) and cfg.max_epochs == epochs and cfg.update_epochs <= epochs
+            cfg = bundle.config
+            assert bundle.env is group.env and cfg.max_epochs == epochs and cfg.update_epochs <= epochs
             assert ppo.make_config(cfg.to_dict()) == cfg
 
 

@@ -11,14 +11,14 @@ with no recompile. Every check runs here, before anything is compiled, and raise
 `ConfigError` naming the field, the value and the rule.
 
     fields.py    the declaration (FIELDS) and PPOConfig
-    checks.py    make_config, the gate; check_config; coercion, rules, suggestions
+    checks.py    make_config, check_config; coercion, rules, suggestions
     hparams.py   HParams and their checks
     files.py     YAML files, load_config, overrides
     help.py      --help-config and the table of docs/configuration.md
 """
 
 from purejaxppo.config.checks import (ALIASES, check_config, check_env_and_network, check_fields, count,
-                                      is_checked, make_config, suggest)
+                                      make_config, suggest)
 from purejaxppo.config.fields import (ACTION_KIND_FIELDS, ACTIVATIONS, AT_LEAST_1, FIELDS, HPARAM_FIELDS, IN_0_1,
                                       NON_NEGATIVE, POSITIVE, STATIC_FIELDS, TYPES, Field, PPOConfig, Rule, one_of)
 from purejaxppo.config.files import config_values, load_config, parse_override, read_yaml
@@ -29,5 +29,5 @@ from purejaxppo.errors import ConfigError
 __all__ = ["ACTION_KIND_FIELDS", "ACTIVATIONS", "ALIASES", "AT_LEAST_1", "ConfigError", "FIELDS", "Field",
            "HPARAM_FIELDS", "HParams", "IN_0_1", "NON_NEGATIVE", "POSITIVE", "PPOConfig", "Rule", "STATIC_FIELDS",
            "TYPES", "check_config", "check_env_and_network", "check_fields", "check_hparams", "config_values", "count",
-           "is_checked", "load_config", "make_config", "markdown_table", "one_of", "parse_override", "read_yaml",
+           "load_config", "make_config", "markdown_table", "one_of", "parse_override", "read_yaml",
            "suggest", "text_table"]

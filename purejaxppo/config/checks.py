@@ -1,5 +1,5 @@
-"""Building and checking a config: `make_config` (the gate), `check_config` (the door for
-one built another way), the names other code uses for our keys, coercion of each value to
+"""Building and checking a config: `make_config`, `check_config` (the door for one built
+another way), the names other code uses for our keys, coercion of each value to
 its type, the rules of each field and those that tie fields together."""
 
 from __future__ import annotations
@@ -238,16 +238,12 @@ def check_config(cfg: PPOConfig, *, env: bool = True, update_epochs: bool = True
     """The public door for a config built another way (e.g. `PPOConfig(...)` by hand, or
     `dataclasses.replace`): `make_config`'s checks, every field's type and rules, the rules
     that tie fields together, and (`env`) the environment, its parameters and the network.
-    A config `make_config` made is trusted: it is returned as it is. Otherwise returns the
-    checked config, each value in its canonical type; raises ConfigError naming the field.
-    `env=False` leaves out the environment and the network (a learner checks them as it builds
-    them); `update_epochs=False` leaves out "update_epochs <= max_epochs" (a learner run with
-    HParams reads update_epochs from them: `Learner.run` checks it there). A config checked
-    without either is returned checked but not trusted."""
+    Returns the checked config, each value in its canonical type; raises ConfigError naming
+    the field. `env=False` leaves out the environment and the network (`gate.gate` checks them
+    as it builds them, once); `update_epochs=False` leaves out "update_epochs <= max_epochs"
+    (a learner run with HParams reads update_epochs from them: `Learner.run` checks it there)."""
     if not isinstance(cfg, PPOConfig):
         raise ConfigError("config", type(cfg).__name__, "must be a PPOConfig (build one with make_config)")
-    if is_checked(cfg):
-        return cfg
     checked = PPOConfig(**{name: _coerce(f, getattr(cfg, name)) for name, f in FIELDS.items()})
     _check(checked, update_epochs)
     return check_env_and_network(checked) if env and update_epochs else checked
@@ -255,9 +251,9 @@ def check_config(cfg: PPOConfig, *, env: bool = True, update_epochs: bool = True
 
 def make_config(values: Mapping[str, Any] | None = None, *, where: str = "config", env: Env | None = None
                 ) -> PPOConfig:
-    """Build and check a `PPOConfig` from a mapping (YAML contents, overrides, ...): the
-    gate every config passes once. `make_train`, `Learner` and `HParams.stack` trust what
-    it returns.
+    """Build and check a `PPOConfig` from a mapping (YAML contents, overrides, ...).
+    (`gate.gate` checks the same and hands on the environment and agent it built: what
+    `Learner`, `make_train` and `make_policy` take without checking again.)
 
     Checks types, ranges, the environment name, its parameters, the action-space specific
     settings and the network; compiles nothing. `env`: the environment already built for
@@ -268,8 +264,8 @@ def make_config(values: Mapping[str, Any] | None = None, *, where: str = "config
 
 def check_fields(values: Mapping[str, Any] | None = None, *, where: str = "config") -> PPOConfig:
     """The first half of `make_config`'s checks: the keys, each value's type and rules, and
-    the rules that tie fields together; the environment is not built. The config it
-    returns is not yet trusted (`check_env_and_network` completes it)."""
+    the rules that tie fields together; the environment is not built (`check_env_and_network`
+    completes the checks)."""
     if values is not None and not isinstance(values, Mapping):
         raise ConfigError(where, type(values).__name__, "must be a mapping of key: value")
     values = dict(values or {})
@@ -286,17 +282,8 @@ def check_env_and_network(cfg: PPOConfig, env: Env | None = None, *, network: bo
     (`check_fields`): the environment and its parameters (`env`: the one built for cfg's env
     and env_params; default: build it), the action-space specific settings, and
     (`network`) a user's network or a CNN torso, imported, built and its output shapes found
-    by jax.eval_shape. Returns `cfg`, from now on a trusted config (`is_checked`)."""
+    by jax.eval_shape. Returns `cfg`."""
     env = check_env_config(cfg, ACTION_KIND_FIELDS, env)
     if network and (cfg.network is not None or cfg.torso is not None):
         make_network(cfg, env)
-    object.__setattr__(cfg, _CHECKED, True)  # not a field: a copy made by dataclasses.replace is not trusted
     return cfg
-
-
-_CHECKED = "_checked"
-
-
-def is_checked(cfg: PPOConfig) -> bool:
-    """Whether `cfg` passed every check of `make_config` (made by it, or by `check_config`)."""
-    return getattr(cfg, _CHECKED, False)

@@ -77,3 +77,25 @@ def reference_line(name: str) -> str | None:
         return f"reference: {ref['cite']}"
     budget = f" at {steps_text(ref['steps'])} steps" if ref["steps"] is not None else ""
     return f"reference: {ref['return']:g}{budget} ({ref['method']}, {ref['cite']})"
+
+
+def listing() -> str:
+    """`purejaxppo configs`: each shipped config, the return it should reach (references.yaml),
+    its time for 4 seeds on 2 CPU cores as the returns case measured it, and its description."""
+    refs = references()
+    shown = {name: (reference_line(name) or "").removeprefix("reference: ") for name in names()}
+    width, ref_width = max(map(len, shown)), min(max(map(len, shown.values())), 52)
+    lines = [f"{'config':<{width}}  {'reference (configs/references.yaml)':<{ref_width}}  {'4 seeds, 2 CPU cores':<20}  "
+             "description"]
+    lines += [f"{name:<{width}}  {line[:ref_width]:<{ref_width}}  {_expected_time(refs.get(name)):<20}  "
+              f"{summary(name)[:70]}" for name, line in shown.items()]
+    return "\n".join(lines) + f"\n\n(in {FOLDER}; e.g. purejaxppo train cartpole --seeds 8)"
+
+
+def _expected_time(ref: dict | None) -> str:
+    if ref is None:
+        return ""
+    if ref["size"] == "gpu":
+        return "GPU-sized"
+    minutes = ref["cpu_minutes"]
+    return "not measured yet" if minutes is None else f"{minutes:.2g} min" if minutes < 10 else f"{minutes:.0f} min"

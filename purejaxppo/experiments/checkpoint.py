@@ -30,6 +30,7 @@ import jax
 import numpy as np
 
 from purejaxppo.errors import UsageError
+from purejaxppo.experiments.hosts import process_count, process_index
 
 FORMAT = "purejaxppo-checkpoint/1"
 VERSIONED = ("purejaxppo", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "gymnax")
@@ -202,10 +203,10 @@ class Checkpoints:
                                   "or it was started before checkpoints existed")
         if create:
             self.folder.mkdir(parents=True, exist_ok=True)
-        self.shared = shared and jax.process_count() > 1
+        self.shared = shared and process_count() > 1
         multiprocessing = (ocp.options.MultiprocessingOptions(primary_host=0) if self.shared  # every process
-                           else ocp.options.MultiprocessingOptions(primary_host=jax.process_index(),
-                                                                   active_processes={jax.process_index()}))
+                           else ocp.options.MultiprocessingOptions(primary_host=process_index(),
+                                                                   active_processes={process_index()}))
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=False, enable_async_checkpointing=False,
                                                multiprocessing_options=multiprocessing)
         self._manager = ocp.CheckpointManager(self.folder, options=options)

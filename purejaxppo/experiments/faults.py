@@ -9,14 +9,14 @@ KeyboardInterrupt, so library code that stops on Ctrl-C stops on it; the command
 turns it into one line and exit code 128 + the signal (130, 143, 129). A second signal
 while the first is handled is ignored.
 
-Several processes (`coordinate()`): a stop signal to any one process is only recorded, and
-all the processes learn of it together at the next chunk boundary (`agreed_stop()`, one
-small all-gather), so that they stop at the same point: a process cannot leave a program
-the others are computing with it. SIGTERM included: the handler installed after
-`jax.distributed.initialize` replaces the one of JAX's preemption notifier, which would
-otherwise take the scheduler's notice and let the job run on. A call that blocks in C++
-(`jax.distributed.initialize` waiting for the other processes) runs in a thread of its own
+Several processes (`hosts.coordinate`): a stop signal is only recorded (`hold_stops`), and
+the processes agree on it at the next chunk boundary (`hosts.agreed_stop`). A call that
+blocks in C++ (JAX waiting for the other processes to join) runs in a thread of its own
 (`interruptible`), so that a stop signal lands while it waits.
+
+A process's own output when it ends badly: its C++ runtime's stderr goes to a file
+(`runtime_output_to`), and should the runtime abort it, its line still reaches the terminal
+(`line_on_abort`).
 
 Failed writes. `Failures` says, on one line each, which write failed and what happens
 instead, once per file, and remembers it: the command then exits 1.
@@ -34,8 +34,6 @@ import time
 
 import jax
 import numpy as np
-
-from purejaxppo.errors import ConfigError
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -122,30 +120,23 @@ def deferred():
         raise Stopped(_handling.signum)
 
 
-def coordinate(on: bool = True) -> None:
-    """Several processes (after `jax.distributed.initialize`): from now on a stop signal is
-    recorded, and raised on every process together by `agreed_stop()`."""
+def hold_stops(on: bool = True) -> None:
+    """From now on (`on`), a stop signal is only recorded, not raised: several processes agree on
+    it at a point they all reach (`hosts.coordinate`, `hosts.agreed_stop`)."""
     _handling.coordinated = on
 
 
-def agreed_stop() -> Stopped | None:
-    """At a point every process reaches (a chunk boundary): with `coordinate()`, the stop
-    that one of the processes received (the lowest-numbered one's, if several did), the
-    same on every process; else None (a single process stops where the signal lands)."""
-    if not _handling.coordinated:
-        return None
-    from jax.experimental import multihost_utils
-
-    received = np.asarray(multihost_utils.process_allgather(np.int32(_handling.signum or 0))).reshape(-1)
-    process = next((i for i, signum in enumerate(received) if signum), None)
-    return None if process is None else Stopped(int(received[process]), process)
+def held_stop() -> int | None:
+    """With `hold_stops`: the stop signal received so far, 0 if none; else None (a stop is raised
+    where it lands)."""
+    return (_handling.signum or 0) if _handling.coordinated else None
 
 
 def interruptible(fn, *args):
     """`fn(*args)` -> its result (or its exception), called in a daemon thread while the main
     thread waits, polling: a stop signal then lands within ~50 ms even while `fn` blocks in
-    C++ without returning to Python (`jax.distributed.initialize` waiting for processes that
-    never come). After a stop, `fn` goes on waiting in its thread: the process is to exit."""
+    C++ without returning to Python (JAX waiting for processes that never come to join,
+    `hosts.init_distributed`). After a stop, `fn` goes on waiting in its thread: the process is to exit."""
     outcome = {}
 
     def run():
@@ -171,105 +162,6 @@ def wait_ready(outs, numpy: bool = True):
         while isinstance(leaf, jax.Array) and not leaf.is_ready():
             time.sleep(0.05)
     return jax.tree.map(np.asarray, outs) if numpy else outs
-
-
-HEARTBEAT_VARIABLE = "PUREJAXPPO_HEARTBEAT_SECONDS"  # a lost process is noticed within about this long
-DEFAULT_HEARTBEAT_SECONDS = 60
-
-
-def integer_variable(name: str, at_least: int) -> int | None:
-    """The environment variable `name` as an integer of at least `at_least`; None where it is
-    unset or empty; else a ConfigError naming it."""
-    text = os.environ.get(name)
-    if text is None or text == "":
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or value < at_least:
-        raise ConfigError(name, text, f"must be an integer of at least {at_least}")
-    return value
-
-
-def heartbeat_seconds() -> int:
-    """$PUREJAXPPO_HEARTBEAT_SECONDS (default 60): how long the processes wait for a silent one."""
-    value = integer_variable(HEARTBEAT_VARIABLE, 1)
-    return DEFAULT_HEARTBEAT_SECONDS if value is None else value
-
-
-class LostProcess(Exception):
-    """Several processes: a collective failed, so another process is gone (killed, out of
-    memory, its node down). `process`: the lost one where it can be told (of two processes,
-    the other; of more, the one that missed the roll call, `unanswered`), else None;
-    `detail`: the error's first line; `outcome` as `Stopped`'s."""
-
-    def __init__(self, process: int | None, detail: str):
-        super().__init__(detail)
-        self.process, self.detail = process, detail
-        self.outcome: str | None = None
-
-    @property
-    def who(self) -> str:
-        return f"process {self.process}" if self.process is not None else "another process"
-
-
-# what a collective whose peer went away raises (JaxRuntimeError, or a ValueError from the dispatch)
-_PEER_GONE = re.compile(r"Gloo|NCCL|heartbeat|Connection (reset|closed|refused)|DEADLINE_EXCEEDED|UNAVAILABLE")
-
-
-def lost_process(error: BaseException) -> LostProcess | None:
-    """`error` as a LostProcess, where in a job of several processes it is JAX's runtime
-    error or names a collective or connection that failed; else None (a bug: not this).
-    A LostProcess already (e.g. from a checkpoint save) is itself."""
-    if isinstance(error, LostProcess):
-        return error
-    runtime = getattr(jax.errors, "JaxRuntimeError", ())
-    if jax.process_count() < 2 or not (isinstance(error, runtime) or _PEER_GONE.search(str(error))):
-        return None
-    others = [i for i in range(jax.process_count()) if i != jax.process_index()]
-    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return LostProcess(others[0] if len(others) == 1 else unanswered(), text[:200])
-
-
-_ROLL_CALL = "purejaxppo/answered/"
-
-
-def unanswered(seconds: float | None = None) -> int | None:
-    """Of more than two processes, after a collective failed: which one is lost. Every survivor
-    answers a roll call in JAX's key-value store (held by process 0's coordination service)
-    -> the one process that has not answered within `seconds` (default: half the heartbeat
-    timeout, up to 10 s; at once where all the others have), or 0 where the store itself is
-    gone; None where it cannot be told (several did not answer, or a JAX without the store).
-
-    The collective fails on every survivor at once (each holds a connection to the lost
-    process), so the answers come within milliseconds. (JAX's own `get_live_nodes` is no
-    help: it waits for the heartbeat timeout, when JAX ends every process with its C++
-    fatal error anyway.) The survivors then meet at a barrier, so that process 0, which
-    holds the store, does not leave before the others have read it."""
-    try:
-        from jax._src.distributed import global_state  # private: absent or changed, not told
-    except ImportError:
-        return None
-    client = getattr(global_state, "client", None)
-    if not all(hasattr(client, m) for m in ("key_value_set", "key_value_dir_get", "wait_at_barrier")):
-        return None
-    count = jax.process_count()
-    seconds = min(10.0, heartbeat_seconds() / 2) if seconds is None else seconds
-    try:
-        client.key_value_set(f"{_ROLL_CALL}{jax.process_index()}", "")
-    except Exception:  # noqa: BLE001 -- the coordination service (process 0) cannot be reached
-        return 0
-    deadline, answered = time.monotonic() + seconds, set()
-    try:
-        while len(answered) < count - 1 and time.monotonic() < deadline:
-            time.sleep(0.05 if answered else 0)
-            answered = {int(key.rsplit("/", 1)[-1]) for key, _ in client.key_value_dir_get(_ROLL_CALL)}
-        client.wait_at_barrier("purejaxppo/roll-call", int(seconds * 1000), sorted(answered))
-    except Exception:  # noqa: BLE001 -- the store went away meanwhile: what was read stands
-        pass
-    missing = sorted(set(range(count)) - answered)
-    return missing[0] if len(missing) == 1 else None
 
 
 def runtime_output_to(path) -> bool:

@@ -1,9 +1,9 @@
-"""A run or sweep folder, and its one owner, `RunFolder`.
+"""A run or sweep folder, and its one owner, `RunFolder`, for the run's whole life (`running`).
 
     <folder>/.lock                       while a process writes the folder: its pid and host
     <folder>/config.yaml or sweep.yaml   the resolved config (a sweep's: base config and spec), at the start
     <folder>/checkpoints/                the checkpoints (checkpoint.Checkpoints: orbax storage)
-    <folder>/progress.jsonl              live progress (live.LiveLog)
+    <folder>/progress.jsonl, tensorboard/  live progress (live.LiveLog); lost-process.log, process-<i>.log
     <folder>/metrics.csv, summary.*, *.png   the results, at the end; summary.md last
 
 A folder is claimed (created) before anything compiles, so that one that cannot be written
@@ -15,65 +15,36 @@ is written only once everything else is (the final checkpoint, every other resul
 folder whose results were cut short (a stop signal, a full disk) is finished by --resume,
 which writes only what is missing. A resumed run must be the run the folder was started
 with, and its config file must agree with its checkpoint. What the files hold comes from
-purejaxppo.experiments.report (text and bytes, no I/O).
+purejaxppo.experiments.report (text and bytes, no I/O); reading a folder back: saved.SavedRun.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shlex
 import shutil
 import socket
 import sys
 import time
+import traceback
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Iterator, Mapping
 
-import jax
 import numpy as np
 import yaml
 
-from purejaxppo.compiler import compiler_options
-from purejaxppo.config import ConfigError, PPOConfig, make_config
-from purejaxppo.errors import ImportFailed, ResourceError
-from purejaxppo.experiments import compile_cache, report
+from purejaxppo.config import ConfigError, PPOConfig
+from purejaxppo.errors import UsageError
+from purejaxppo.experiments import hosts, report
 from purejaxppo.experiments.checkpoint import RUN_SETTINGS, CheckpointError, Checkpoints
-from purejaxppo.experiments.faults import Failures, lost_process, wait_ready
-from purejaxppo.experiments.parallel import free_memory_bytes
-from purejaxppo.train import Learner
+from purejaxppo.experiments.faults import Failures, Stopped
+from purejaxppo.experiments.live import LiveLog
+from purejaxppo.experiments.paths import write_artefacts, write_new
+from purejaxppo.experiments.saved import SavedRun
 
 FINISHED = "summary.md"  # a finished run's mark, written last
-
-
-def write_new(path: Path, data: str | bytes) -> None:
-    """Write a file that must not exist yet, atomically: the data goes to a temporary name
-    in the same folder, which is then hard-linked to `path`. The link fails if `path`
-    exists (FileExistsError: nothing is replaced), and a reader never sees half a file."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "xb" if isinstance(data, bytes) else "x", **({} if isinstance(data, bytes) else
-                                                                      {"encoding": "utf-8"})) as f:
-            f.write(data)
-        os.link(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def write_artefacts(folder: Path, artefacts: list[tuple[str, Callable[[], str | bytes]]],
-                    failures: Failures) -> bool:
-    """Write each (file name, function making its contents) as a new file, one after the
-    other; a failure (disk full, a plot that cannot be drawn, a file that appeared in the
-    meantime) is reported to `failures` (one line naming the file and why) and leaves the
-    others. Returns whether every file was written."""
-    written = True
-    for name, make in artefacts:
-        try:
-            write_new(Path(folder) / name, make())
-        except Exception as error:  # noqa: BLE001 -- any failure of one artefact must spare the others
-            failures.report(name, error, "the other results are written apart from it")
-            written = False
-    return written
 
 
 def _settings(meta: Mapping[str, Any]) -> dict:
@@ -106,7 +77,7 @@ class _Checkpoints(Checkpoints):
         try:
             super().save(step, states, metrics, meta)
         except Exception as error:  # noqa: BLE001 -- orbax raises many kinds (tensorstore: ValueError)
-            lost = lost_process(error) if self.shared else None
+            lost = hosts.lost_process(error) if self.shared else None
             if lost is not None:  # several processes: a peer gone mid-save, not a full disk
                 raise lost from None
             for partial in self.folder.glob(f"{step}.orbax-checkpoint-tmp*"):
@@ -118,21 +89,22 @@ class _Checkpoints(Checkpoints):
                 + (f"the newest complete one is at update {newest}" if newest is not None else "none is complete"))
 
 
-class RunFolder:
+class RunFolder(SavedRun):
     """One run's (`command` "train") or one sweep's ("sweep") folder: claiming it, its config
-    file, the resume check, its checkpoints, its results, and reading it back (load, evaluate)."""
+    file, the resume check, its checkpoints, its results; reading it back (load, evaluate):
+    `saved.SavedRun`."""
 
-    def __init__(self, path: str | Path, command: str | None = None):
-        self.path = Path(path)
+    def __init__(self, path: str | Path, command: str | None = None, writer: bool = True):
+        super().__init__(path)
         self.command = command
+        self.writer = writer             # False: another process of several writes the folder's files
+        self.asked: str | Path | None = None  # ... and then the folder as the command line gave it
+        self.run_checkpoints: Checkpoints | None = None  # what the run saves into (`running`)
         self.failures = Failures()       # the writes into the folder that failed
         self.unsaved: list[int] = []     # steps whose checkpoint could not be saved
         self._kept: set[str] = set()     # files a resumed folder held already: not written again
         self._locked = False
         self._claimed = None             # claim: whether it made the folder (True) or took an empty one (False)
-
-    def __str__(self) -> str:
-        return str(self.path)
 
     @classmethod
     def claim(cls, out: str | None, command: str, env: str) -> RunFolder:
@@ -161,6 +133,128 @@ class RunFolder:
             claimed.lock("--out")
             return claimed
         raise ConfigError("--out", str(candidates[0]), "no free folder name")
+
+    @classmethod
+    @contextlib.contextmanager
+    def running(cls, command: str, *, out: str | None, resume: RunFolder | None, planned, meta: dict
+                ) -> Iterator[RunFolder]:
+        """The run's folder for the run's whole life: claimed (`out`, or runs/...) or locked (to
+        continue `resume`), by process 0 of several (`hosts.share_folder`); its config file written,
+        its checkpoints opened (`run_checkpoints`), then handed to the run (`writer`: whether this
+        process writes its files). However the run ends: a stop's or a lost process's line names
+        the newest complete checkpoint and the command to resume; a new folder with no complete
+        checkpoint after a stop or a refusal is removed (`discard`); the lock is released."""
+        several = hosts.process_count() > 1
+        if several:  # (the folder on a filesystem every host shares)
+            folder = cls._shared(command, out, resume, planned.base.env)
+            folder.run_checkpoints = folder.checkpoints(keep=meta["keep"], create=False, shared=True)
+        elif resume is not None:
+            folder = resume
+            folder.lock("--resume")
+        else:
+            folder = cls.claim(out, command, planned.base.env)
+        discardable = resume is None and not several  # a new folder, ended before a checkpoint: removed
+        try:
+            if folder.writer and not folder.config_file.exists():  # a new folder's, or a resumed one's deleted
+                folder.write_config(planned.base, planned.spec)
+            if folder.run_checkpoints is None:
+                folder.run_checkpoints = folder.checkpoints(keep=meta["keep"])
+            yield folder
+        except Stopped as stop:
+            stop.outcome = folder.stopped_line(removed=discardable and folder.discard())
+            raise
+        except UsageError as error:  # a refusal that comes after the claim: the folder must not block the next try
+            if not (discardable and folder.discard()):
+                raise
+            removed = f"; {folder} was removed (it held nothing to resume)"
+            if isinstance(error, ConfigError):
+                raise type(error)(error.field, error.value, error.rule + removed) from None
+            raise UsageError(f"{error}{removed}") from None
+        except Exception as error:
+            lost = hosts.lost_process(error)
+            if lost is None:
+                raise
+            lost.outcome = folder.lost_line(lost)
+            raise lost from None
+        finally:
+            folder.unlock()
+
+    @classmethod
+    def _shared(cls, command: str, out: str | None, resume: RunFolder | None, env: str) -> RunFolder:
+        """Several processes: process 0 claims (or locks) the folder and makes its checkpoints/;
+        every other process learns its path -> the folder (`writer` False on the others)."""
+        def claim():  # process 0's; a folder whose checkpoints/ cannot be made is unlocked
+            if resume is not None:
+                resume.lock("--resume")
+            claimed = resume if resume is not None else cls.claim(out, command, env)
+            try:
+                (claimed.path / "checkpoints").mkdir(exist_ok=True)
+            except OSError:
+                claimed.unlock()
+                raise
+            return claimed
+
+        given = resume.path if resume is not None else out
+        claimed, path = hosts.share_folder(claim, "--resume" if resume is not None else "--out", given or "runs/")
+        folder = claimed if claimed is not None else cls(path, command, writer=False)
+        folder.asked = given
+        hosts.log_runtime(path, folder.elsewhere_line(path) if not folder.writer else f"the newest complete "
+                          f"checkpoint, untouched, is in {Path(path) / 'checkpoints'}; resume with: "
+                          f"{folder.resume_command(path)}")
+        return folder
+
+    def live_log(self, on_record, tensorboard: bool, wandb: str | None, meta: dict) -> LiveLog:
+        """The run's logs: progress.jsonl, TensorBoard (`tensorboard`), W&B (`wandb`: the project),
+        written by the writer; `on_record(record)` on every process (a progress bar)."""
+        return LiveLog(self.path if self.writer else None, on_record=on_record, tensorboard=tensorboard,
+                       wandb_project=wandb if self.writer else None, wandb_config=meta,
+                       failures=self.failures if self.writer else None)
+
+    def resume_command(self, path=None) -> str:
+        return f"purejaxppo {self.command} --resume {shlex.quote(str(path or self.path))}"
+
+    def stopped_line(self, removed: bool = False) -> str:
+        """What a stop left: the newest complete checkpoint and the command to resume; `removed`:
+        the folder, claimed by this command and stopped before its first checkpoint, was removed."""
+        if not self.writer:
+            return f"process {hosts.process_index()}: process 0 keeps the checkpoints"
+        if removed:
+            return (f"before the first checkpoint: nothing to resume, and {self} was removed; the same command "
+                    f"starts afresh (--checkpoint-every K saves every K updates)")
+        newest = self.newest_checkpoint()
+        if newest is None:
+            return "before the first checkpoint: nothing to resume (--checkpoint-every K saves every K updates)"
+        return f"the newest complete checkpoint is at update {newest}; resume with: {self.resume_command()}"
+
+    def elsewhere_line(self, where) -> str:
+        """A process that does not write: where process 0 keeps the checkpoints, and the resume command."""
+        return (f"process {hosts.process_index()}: the checkpoints are process 0's"
+                + (f", in {where}; resume with: {self.resume_command(where)}" if where else ""))
+
+    def lost_line(self, lost) -> str:
+        """What a lost process left (the detail, with its traceback, in lost-process.log)."""
+        if not self.writer:
+            return self.elsewhere_line(self.asked)
+        log = self.path / "lost-process.log"
+        try:
+            log.write_text(f"{lost.who} was lost; this process (0) saw:\n{traceback.format_exc()}")
+            details = f" (details: {log})"
+        except OSError:
+            details = ""
+        return self.stopped_line().replace("the newest complete checkpoint", "the newest complete checkpoint, "
+                                           "untouched,", 1) + details
+
+    def unfinished_line(self, finished: bool) -> str | None:
+        """Where the results could not all be written: what is missing, and how to write it."""
+        if finished:
+            return None
+        newest = self.newest_checkpoint()
+        if newest is not None:  # a complete checkpoint can write the rest
+            return (f"purejaxppo: {self} is not finished ({FINISHED}, its mark, waits for what could not be "
+                    f"written); the newest complete checkpoint is at update {newest}; once the fault is fixed, "
+                    f"write what is missing with: {self.resume_command()}")
+        return (f"purejaxppo: {self} is not finished ({FINISHED}, its mark, is not written): no checkpoint could "
+                f"be saved, so nothing can resume it; the results written beside it are this run's")
 
     def discard(self) -> bool:
         """A folder this process claimed, ended before its first complete checkpoint (a stop
@@ -354,109 +448,3 @@ class RunFolder:
             return False
         write_artefacts(self.path, [a for a in artefacts if a[0] == FINISHED], self.failures)
         return True
-
-    # ---------------------------------------------------------------- reading it back
-    def _restore(self, step: int | None):
-        """-> (meta, {set name: (config, learner, state with a leading run axis)})."""
-        checkpoints = self.checkpoints(create=False)
-        meta = checkpoints.meta(step)
-        sets = {}
-        for name, info in meta["sets"].items():
-            cfg = _saved_config(info["config"], checkpoints.folder / str(meta["step"]), f"sets.{name}.config")
-            learner = Learner(cfg)
-            keys = np.zeros((len(info["runs"]), 2), np.uint32)
-            sets[name] = (cfg, learner, jax.eval_shape(jax.vmap(learner.init), keys))
-        states, _, _ = checkpoints.restore(meta["step"], {name: shape for name, (_, _, shape) in sets.items()})
-        return meta, {name: (cfg, learner, states[name]) for name, (cfg, learner, _) in sets.items()}
-
-    def load(self, step: int | None = None, run: int | None = 0):
-        """See `load`."""
-        _check_index("run", run), _check_index("step", step)
-        meta, sets = self._restore(step)
-        if run is None:
-            if len(sets) != 1:
-                raise CheckpointError(f"{self.path} holds {len(sets)} run sets with different configs: pass run=k")
-            cfg, _, state = next(iter(sets.values()))
-            return cfg, state
-        name, j = self._find(meta, run)
-        return self._run_config(meta, name, j), jax.tree.map(lambda x: x[j], sets[name][2])
-
-    def run_config(self, step: int | None = None, run: int = 0) -> PPOConfig:
-        """Run `run`'s config, as `load` gives it, without reading the state."""
-        _check_index("run", run), _check_index("step", step)
-        meta = self.checkpoints(create=False).meta(step)
-        return self._run_config(meta, *self._find(meta, run))
-
-    def _find(self, meta: dict, run: int) -> tuple[str, int]:
-        """-> (the run set holding run `run`, its place on that set's run axis)."""
-        for name, info in meta["sets"].items():
-            if run in info["runs"]:
-                return name, info["runs"].index(run)
-        known = sorted(k for info in meta["sets"].values() for k in info["runs"])
-        raise CheckpointError(f"{self.path} has no run {run}; its runs are {known}")
-
-    def _run_config(self, meta: dict, name: str, j: int) -> PPOConfig:
-        return _saved_config(meta["sets"][name]["run_configs"][j], self.path, f"sets.{name}.run_configs")
-
-    def evaluate(self, *, episodes: int, seed: int = 0, deterministic: bool = True,
-                 step: int | None = None) -> list[dict]:
-        """Every run of the folder on `episodes` fresh episodes (the training rollout code),
-        keys from `seed` (the same episodes for every run): one dict per run: run, seed
-        (None for a checkpoint written without a run's settings), step, returns [episodes].
-        Episodes that would not fit in memory raise ResourceError before they run."""
-        _check_index("step", step)
-        meta, sets = self._restore(step)
-        out = []
-        for name, (cfg, learner, state) in sets.items():
-            evaluate = jax.jit(jax.vmap(lambda s: learner.evaluate(s, episodes, deterministic,
-                                                                   jax.random.PRNGKey(seed))),
-                               compiler_options=compiler_options())
-            with compile_cache.quiet_cache_loads():
-                program = evaluate.lower(state).compile()
-            _check_fits(program, episodes)
-            returns = wait_ready(program(state))  # polled: a stop signal lands at once
-            for j, k in enumerate(meta["sets"][name]["runs"]):
-                seed_of_run = meta["first_seed"] + k % meta["spec"]["seeds"] if "spec" in meta else None
-                out.append({"run": k, "seed": seed_of_run, "step": meta["step"], "returns": returns[j]})
-        return sorted(out, key=lambda r: r["run"])
-
-
-def _check_index(name: str, value) -> None:
-    """`run` and `step` of load/evaluate: an integer or None (a string would find nothing)."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
-        raise ConfigError(name, value, "must be an integer or None")
-
-
-def _check_fits(program, episodes: int) -> None:
-    """The evaluation of `episodes` episodes, compiled, must fit in the device's free memory."""
-    memory, free = program.memory_analysis(), free_memory_bytes(jax.devices()[0])
-    if memory is None or free is None:
-        return
-    need = memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes
-    if need > free:
-        fits = int(episodes * free / need)
-        raise ResourceError("episodes", episodes, f"evaluating them needs {need / 2**30:.3g} GiB, more than the "
-                            f"{free / 2**30:.3g} GiB free; about {fits} episodes fit")
-
-
-def _saved_config(values: dict, where: Path, key: str) -> PPOConfig:
-    """A config a checkpoint's meta holds, checked as any config: a broken one names the key."""
-    try:
-        return make_config(values)
-    except ImportFailed:  # a healthy checkpoint of a run whose env or network module is not found here
-        raise
-    except ConfigError as error:
-        raise CheckpointError(f"{where}: damaged metadata: {key}: {error}") from None
-
-
-def load(run_dir, step: int | None = None, run: int | None = 0):
-    """A run folder's checkpoint -> (config, state).
-
-    `step`: the checkpoint at that many updates (default: the newest complete one).
-    `run`: which run (a train folder's seed index, or a sweep's run index, as in its
-    metrics.csv order), with that run's own config; `None` for all runs of a folder with
-    one run set, with a leading run axis and the set's config (its static fields).
-    The state is the full `LearnerState`: `make_policy(config, state)` acts with it,
-    `Learner(config).run(state, ...)` trains on.
-    """
-    return RunFolder(run_dir).load(step, run)

@@ -21,10 +21,51 @@ import threading
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from purejaxppo.errors import UsageError
 from purejaxppo.experiments.faults import Failures
+
+
+class ProgressBar:
+    """The terminal's progress bar of a planned run (`with ProgressBar(console, planned, what) as bar`):
+    its first line says what runs (`what`, `resuming`: the folder); then "compiling" per group
+    (`bar.group`), then each record's return and steps per second (`bar.record`, a LiveLog's
+    on_record)."""
+
+    def __init__(self, console, planned, what: str, resuming=None):
+        self.console, self.planned, self.what, self.resuming = console, planned, what, resuming
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=console)
+
+    def __enter__(self) -> ProgressBar:
+        self.progress.__enter__()
+        self.task = self.progress.add_task("compiling", total=None)
+        planned, groups = self.planned, self.planned.groups
+        self.console.print(f"[bold]{planned.base.env}[/]: {self.what} = {planned.runs} "
+                           f"run{'s' if planned.runs != 1 else ''}, {len(groups)} compile(s) of "
+                           f"{groups[0].config.num_updates} updates x {groups[0].config.batch_size} steps, on "
+                           f"{len(jax.devices())} device(s)" + (f"; resuming {self.resuming}" if self.resuming else ""))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.__exit__(*exc)
+
+    def group(self, g: int, n_groups: int, group) -> None:
+        self.progress.update(self.task, description=f"compiling group {g + 1}/{n_groups}" if n_groups > 1
+                             else "compiling", total=group.config.num_updates, completed=0)
+
+    def record(self, record: dict) -> None:
+        n_groups = len(self.planned.groups)
+        text = f"group {record['group'] + 1}/{n_groups} " if n_groups > 1 else ""
+        if "episode_return" in record:
+            text += f"return {record['episode_return']:.4g}"
+        if "steps_per_second" in record:
+            text += f" · {record['steps_per_second']:,.0f} steps/s"
+        self.progress.update(self.task, completed=record["update"], description=text or "training")
 
 
 def check_wandb() -> None:

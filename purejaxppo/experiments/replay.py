@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -11,15 +12,16 @@ from purejaxppo.compiler import compiler_options
 from purejaxppo.config import PPOConfig
 from purejaxppo.envs import make_raw_env
 from purejaxppo.envs.brax import BraxEnv
+from purejaxppo.envs.wrappers import Wrapper
 from purejaxppo.errors import ConfigError
 from purejaxppo.experiments import compile_cache
-from purejaxppo.train import Learner
+from purejaxppo.experiments.paths import write_new
+from purejaxppo.gate import Bundle
 
 
-def episode(cfg: PPOConfig, env: BraxEnv, state, key, deterministic: bool = True):
-    """One episode of the policy in `state` on `env` (built from cfg) -> (Brax pipeline
+def episode(agent, env: BraxEnv, state, key, deterministic: bool = True):
+    """One episode of the policy in `state` (acting through `agent`) on `env` -> (Brax pipeline
     states, one per step from the reset to the episode's end, and the episode's return)."""
-    agent = Learner(cfg).agent
 
     @partial(jax.jit, compiler_options=compiler_options())
     def play(key):
@@ -45,21 +47,43 @@ def episode(cfg: PPOConfig, env: BraxEnv, state, key, deterministic: bool = True
     return [first] + [jax.tree.map(lambda x: x[t], states) for t in range(length)], float(np.sum(rewards))
 
 
-def check_renderable(cfg: PPOConfig, field: str = "render") -> BraxEnv:
-    """The Brax environment a replay of a run of `cfg` is drawn in; a ConfigError naming `field`
-    when there is none (before anything compiles)."""
-    env = make_raw_env(cfg.env, cfg.env_params)
+def check_renderable(cfg: PPOConfig, field: str = "render", env=None) -> BraxEnv:
+    """The Brax environment a replay of a run of `cfg` is drawn in (`env`: cfg's, built already,
+    wrapped or not); a ConfigError naming `field` when there is none (before anything compiles)."""
+    env = make_raw_env(cfg.env, cfg.env_params) if env is None else env
+    while isinstance(env, Wrapper):
+        env = env.env
     if not isinstance(env, BraxEnv) or getattr(env.brax_env, "sys", None) is None:
         raise ConfigError(field, cfg.env, "replays are drawn for Brax environments with a model "
                           "(not gymnax, not brax/fast)")
     return env
 
 
-def render(cfg: PPOConfig, state, key, deterministic: bool = True) -> tuple[str, float, int]:
-    """An HTML page (brax.io.html) replaying one episode -> (html, return, steps)."""
+def render(bundle: Bundle, state, key, deterministic: bool = True) -> tuple[str, float, int]:
+    """An HTML page (brax.io.html) replaying one episode of a run (its bundle and state) ->
+    (html, return, steps)."""
     from brax.io import html
 
-    env = check_renderable(cfg)
+    env = check_renderable(bundle.config, env=bundle.env)
     with compile_cache.quiet_cache_loads():
-        states, total = episode(cfg, env, state, key, deterministic)
+        states, total = episode(bundle.agent, env, state, key, deterministic)
     return html.render(env.brax_env.sys, states, colab=False), total, len(states) - 1
+
+
+def check_target(path: str, field: str = "render") -> None:
+    """Before anything is evaluated: a replay is written into `path`, a new file in a folder that
+    exists (a ConfigError naming `field` otherwise)."""
+    if Path(path).exists():
+        raise ConfigError(field, path, "exists: replays never replace a file")
+    if not Path(path).absolute().parent.is_dir():
+        raise ConfigError(field, path, f"is in a folder that does not exist ({Path(path).parent}); create it first")
+
+
+def write(path: str, bundle: Bundle, state, key, deterministic: bool = True, field: str = "render") -> dict:
+    """Write the replay of one episode (`render`) into `path`, a new file -> {path, return, steps}."""
+    html, total, steps = render(bundle, state, key, deterministic)
+    try:
+        write_new(Path(path), html)
+    except OSError as error:
+        raise ConfigError(field, path, f"cannot be written: {error.strerror}") from None
+    return {"path": str(path), "return": total, "steps": steps}

@@ -35,11 +35,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
-from purejaxppo.experiments.faults import agreed_stop, deferred, stop_signals, wait_ready
+from purejaxppo.experiments.faults import deferred, stop_signals, wait_ready
 from purejaxppo.config import HParams, PPOConfig
-from purejaxppo.envs import Env
 from purejaxppo.errors import ResourceError
+from purejaxppo.experiments.hosts import agreed_stop, process_count
 from purejaxppo.experiments.parallel import ShardedRunSets, small_to_writer
+from purejaxppo.gate import Bundle
 from purejaxppo.train import EVAL_MODES, Learner, TrainResult
 
 PROGRESS_POINTS = 25  # progress reports per run, from the host (measured: benchmarks/logging_overhead.py)
@@ -55,7 +56,7 @@ class RunSet:
     keys: np.ndarray
     hparams: HParams
     run_configs: list[PPOConfig]  # each run's own config (its hyperparameters), for the record
-    env: Env | None = None        # the environment built for the set's group (default: each learner builds it)
+    bundle: Bundle | None = None  # the set's program, checked (`gate`; default: its learner passes the gate)
 
 
 @dataclasses.dataclass
@@ -114,7 +115,7 @@ class _Programs:
             chunk_updates = progress_chunk(self.num_updates)
         self.chunk = min(chunk_updates or self.num_updates, self.num_updates)
         self.progress = progress
-        self.learners = [Learner(s.config, env=s.env) for s in sets]
+        self.learners = [Learner(s.config if s.bundle is None else s.bundle) for s in sets]
         self.max_parallel = max_parallel
         self.init = ShardedRunSets([(learner.init, (s.keys,)) for learner, s in zip(self.learners, sets)],
                                    chunk=max_parallel)
@@ -135,7 +136,7 @@ class _Programs:
                                     f"(--eval-episodes, sweep.eval_episodes)") from None
         # several processes (and no `between`, which reads every run): the states stay where
         # they lie, global arrays padded to the layout, each process holding its devices' runs
-        self.held = jax.process_count() > 1 and not holds_all
+        self.held = process_count() > 1 and not holds_all
         self.states = None                       # per set, numpy (held: global arrays), once started
         self.metrics: list[list[dict]] = [[] for _ in sets]
         self.updates_done = 0
@@ -197,7 +198,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     all read the newest checkpoint). A Ctrl-C while a chunk computes stops within ~50 ms (`faults.Stopped`, a
     KeyboardInterrupt; the command line's SIGTERM and SIGHUP too): the chunk is dropped,
     the newest checkpoint stays as it was; one during a checkpoint's save stops right after it.
-    Several processes (`faults.coordinate`): a stop any of them received is agreed on after
+    Several processes (`hosts.coordinate`): a stop any of them received is agreed on after
     each chunk; then they save a checkpoint of that chunk together, and all stop. One
     received during the final evaluation is agreed on after it: the checkpoint of the end is
     saved already, and they all stop (a resume evaluates again).

@@ -1,8 +1,8 @@
 """Statistics over seeds and runs: pure numpy functions, no I/O, no formatting.
 
-report.py turns what these return into tables and plots; tests/test_stats.py checks
-each of them against numpy or scipy by hand. Nothing here imports scipy, so importing
-this module stays cheap.
+purejaxppo.experiments.report turns what these return into tables and plots;
+tests/test_stats.py checks each of them against numpy or scipy by hand. Nothing here
+imports scipy, so importing this module stays cheap.
 """
 
 from __future__ import annotations

@@ -29,362 +29,21 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
-import itertools
-import math
-from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Mapping
 
 import jax
 import numpy as np
 
-from purejaxppo.config import (FIELDS as _FIELDS, HPARAM_FIELDS, STATIC_FIELDS, ConfigError, HParams, PPOConfig,
-                               check_env_and_network, check_fields, count, parse_override, read_yaml,
-                               suggest)
-from purejaxppo.envs import Env, make_env
-from purejaxppo.errors import NO_VALUE, ResourceError, integer
+from purejaxppo.config import HPARAM_FIELDS, ConfigError, HParams, PPOConfig
+from purejaxppo.errors import NO_VALUE, integer
 from purejaxppo.experiments.checkpoint import Checkpoints
-from purejaxppo.experiments.diagnosis import DIAGNOSIS_DEFAULTS
-from purejaxppo.experiments.parallel import RunBytes, memory_shortfall, tree_bytes
-from purejaxppo.experiments.pbt import Population, check_interval, initial_points, make_pbt
+from purejaxppo.experiments.pbt import Population
+from purejaxppo.experiments.plan import Group, Plan, expand, plan, run_index  # noqa: F401 (sweeps' names, here too)
 from purejaxppo.experiments.runs import RunSet, Timings, execute, finite_runs
-from purejaxppo.experiments.search import check_distribution, draw, is_number
-from purejaxppo.train import EVAL_MODES, Learner, TrainResult
-
-SWEEP_KEYS = ("grid", "seeds", "random", "random_seed", "threshold", "eval_episodes", "diagnosis", "pbt")
-# what may be swept: any config field but the environment's identity
-SWEEPABLE = tuple(name for name in _FIELDS if name != "env")
-
-
-@dataclasses.dataclass(frozen=True)
-class SweepSpec:
-    grid: Mapping[str, list]
-    seeds: int = 1
-    random: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    random_seed: int = 0
-    threshold: float | None = None
-    eval_episodes: int = 64
-    diagnosis: Mapping[str, float] = dataclasses.field(default_factory=dict)
-    pbt: Mapping[str, Any] | None = None   # population-based training (experiments.pbt): its checked section
-
-    def to_dict(self) -> dict[str, Any]:
-        """As plain YAML/JSON values (it reloads with make_spec)."""
-        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in dataclasses.asdict(self).items()}
-
-
-def _check_key(key: str, where: str) -> None:
-    if key not in _FIELDS:
-        raise ConfigError(f"{where}.{key}", NO_VALUE, f"not a config key, so it cannot be swept; {suggest(key)}")
-    if key not in SWEEPABLE:
-        raise ConfigError(f"{where}.{key}", NO_VALUE, "cannot be swept (one sweep is one environment)")
-
-
-def check_seeds(field: str, first_seed, seeds: int = 1) -> None:
-    """The seed-range rule: seeds first_seed, ..., first_seed + seeds - 1 each make a key of 32
-    bits, so first_seed is an integer in [0, 2**32 - seeds] (2**32 would silently be seed 0 again)."""
-    if isinstance(first_seed, bool) or not isinstance(first_seed, int) or not 0 <= first_seed <= 2**32 - seeds:
-        raise ConfigError(field, first_seed, f"must be an integer in [0, 2**32 - seeds] = [0, {2**32 - seeds}]")
-
-
-def _distinct(field: str, values: list) -> None:
-    """A grid's values, each once: a value given twice would be the same runs again."""
-    for i, value in enumerate(values):
-        if value in values[:i]:
-            raise ConfigError(field, values, f"gives {value!r} twice; give each value once")
-
-
-def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None) -> SweepSpec:
-    """Check a `sweep:` section (and CLI/API additions) and return the spec. A section
-    key of the wrong shape is a ConfigError naming `sweep.<key>`; `grid`/`seeds` given
-    here are named as such."""
-    if section is not None and not isinstance(section, Mapping):
-        raise ConfigError("sweep", section, "must be a mapping (grid:, seeds:, ...)")
-    section = dict(section or {})
-    for key in section:
-        if key not in SWEEP_KEYS:
-            raise ConfigError(f"sweep.{key}", section[key], f"unknown; sweep keys are {', '.join(SWEEP_KEYS)}")
-    for key in ("grid", "random", "diagnosis"):
-        if section.get(key) is not None and not isinstance(section[key], Mapping):
-            example = {"grid": "grid: {clip_eps: [0.1, 0.2]}", "random": "random: {trials: 4, lr: {loguniform: "
-                       "[1.0e-4, 1.0e-3]}}", "diagnosis": "diagnosis: {under_used_below: 0.02}"}[key]
-            raise ConfigError(f"sweep.{key}", section[key], f"must be a mapping, e.g. {example}")
-    if grid is not None and not isinstance(grid, Mapping):
-        raise ConfigError("grid", grid, "must be a mapping of key to a list of values")
-    if section.get("threshold") is not None and not is_number(section["threshold"]):
-        raise ConfigError("sweep.threshold", section["threshold"], "must be a number")
-    full_grid = dict(section.get("grid") or {})
-    full_grid.update(grid or {})
-    for key, values in full_grid.items():
-        _check_key(key, "grid")
-        if not isinstance(values, (list, tuple)) or not values:
-            raise ConfigError(f"grid.{key}", values, "must be a non-empty list of values")
-        _distinct(f"grid.{key}", list(values))
-    n_seeds = count("seeds" if seeds is not None else "sweep.seeds",
-                    section.get("seeds", 1) if seeds is None else seeds, 1)
-    random = dict(section.get("random") or {})
-    trials = random.pop("trials", None)
-    if random or trials is not None:
-        if trials is None:
-            raise ConfigError("random.trials", NO_VALUE, "is missing: give the number of random points "
-                              "(an integer of at least 1)")
-        trials = count("random.trials", trials, 1)
-        if not random:
-            raise ConfigError("random", NO_VALUE, "names no key to draw")
-        for key, dist in random.items():
-            _check_key(key, "random")
-            if key in full_grid:
-                raise ConfigError(f"random.{key}", dist, "is also in the grid; sweep it one way")
-            random[key] = check_distribution(f"random.{key}", dist)
-        random["trials"] = trials
-    # seeds alone are a valid (one-point) sweep; an explicitly empty grid is not
-    if not full_grid and (("grid" in section and not section["grid"]) or (grid is not None and not grid)):
-        raise ConfigError("grid", {}, "is empty: give at least one key with a list of values")
-    threshold = section.get("threshold")
-    if threshold is not None and not math.isfinite(threshold):
-        raise ConfigError("sweep.threshold", threshold, "must be finite")
-    random_seed = integer("sweep.random_seed", section.get("random_seed", 0), 0)
-    if random_seed >= 2**32:
-        raise ConfigError("sweep.random_seed", random_seed, "must be below 2**32 (it makes a key of 32 bits)")
-    eval_episodes = count("sweep.eval_episodes", section.get("eval_episodes", 64), 0)
-    diagnosis = dict(section.get("diagnosis") or {})
-    for key, value in diagnosis.items():
-        if key not in DIAGNOSIS_DEFAULTS:
-            raise ConfigError(f"diagnosis.{key}", value, f"unknown; known: {', '.join(DIAGNOSIS_DEFAULTS)}")
-        if not is_number(value) or not math.isfinite(value) or value < 0:
-            raise ConfigError(f"diagnosis.{key}", value, "must be a non-negative number")
-    pbt = None
-    if section.get("pbt") is not None:
-        pbt = make_pbt(section["pbt"])
-        if full_grid or random:
-            raise ConfigError("sweep.pbt", NO_VALUE, f"is given with {'grid:' if full_grid else 'random:'}; PBT draws "
-                              "its own population (pbt: hyperparameters:): give one of them")
-    return SweepSpec(full_grid, n_seeds, random, random_seed, threshold, eval_episodes, diagnosis, pbt)
-
-
-def load_sweep(path: str | Path, overrides: Mapping[str, Any] | None = None, *, grid=None,
-               seeds=None) -> tuple[PPOConfig, SweepSpec]:
-    """A sweep file -> (base config, spec); `grid` adds or replaces axes, `seeds` replaces
-    the file's. The base's fields are checked here (`config.check_fields`); its environment
-    and every point's config by `plan` (which `sweep` calls), before anything is created
-    or compiled."""
-    path = Path(path)
-    loaded = read_yaml(path, "sweep file")
-    section = loaded.pop("sweep", None)
-    if section is None:
-        raise ConfigError("sweep", NO_VALUE, f"{path} has no sweep: section")
-    values = {**loaded, **(overrides or {})}
-    if not isinstance(section, Mapping):
-        raise ConfigError("sweep", section, "must be a mapping (grid:, seeds:, ...)")
-    return check_fields(values, where=str(path)), make_spec(section, grid=grid, seeds=seeds)
-
-
-def parse_grid_option(text: str) -> tuple[str, list]:
-    """`key=v1,v2,...` from the command line; each value read as YAML."""
-    if "=" not in text:
-        raise ConfigError("--grid", text, "must look like key=v1,v2,...")
-    key, raw = parse_override(text)
-    if not key:
-        raise ConfigError("--grid", text, "names no key: it must look like key=v1,v2,...")
-    if raw is None:
-        raise ConfigError("--grid", text, "gives no values: it must look like key=v1,v2,...")
-    if isinstance(raw, str):
-        values = [parse_override(f"{key}={item}")[1] for item in raw.split(",")]
-    elif isinstance(raw, list):
-        values = raw
-    else:
-        values = [raw]
-    return key, values
-
-
-def _draw(spec: SweepSpec) -> list[dict]:
-    if not spec.random:
-        return [{}]
-    return draw({k: v for k, v in spec.random.items() if k != "trials"}, spec.random["trials"], spec.random_seed)
-
-
-def expand(spec: SweepSpec) -> list[dict]:
-    """The swept points: grid product × random trials (each a dict of overridden keys); a
-    PBT sweep's: its members' initial hyperparameters."""
-    if spec.pbt is not None:
-        return initial_points(spec.pbt, spec.random_seed)
-    keys = list(spec.grid)
-    grid_points = [dict(zip(keys, combo)) for combo in itertools.product(*(spec.grid[k] for k in keys))]
-    return [{**g, **r} for g in grid_points for r in _draw(spec)]
-
-
-@dataclasses.dataclass
-class Group:
-    """Runs sharing one compiled program. Under vmap a masked epoch is computed and then
-    discarded, so its points are split into run sets by the epochs they scan (`epochs_scan`:
-    their update_epochs, or max_epochs when the config sets it), each scanning only its
-    own, all in the one program."""
-
-    config: PPOConfig                  # the group's static config; max_epochs: its longest run set
-    point_indices: list[int]
-    run_sets: dict[int, list[int]] = dataclasses.field(default_factory=dict)  # epochs scanned -> points
-    set_configs: dict[int, PPOConfig] = dataclasses.field(default_factory=dict)  # epochs -> the set's program's
-    env: Env | None = None             # built once for the group, handed to its learners
-
-
-@dataclasses.dataclass
-class Plan:
-    """A sweep checked and grouped, nothing compiled: `plan`'s result, run by `run_plan`."""
-
-    base: PPOConfig
-    spec: SweepSpec
-    points: list[dict]                 # swept values of each point
-    configs: list[PPOConfig]           # each point's checked config
-    groups: list[Group]
-
-    @property
-    def runs(self) -> int:
-        return len(self.points) * self.spec.seeds
-
-
-def plan(base: PPOConfig, spec: SweepSpec) -> Plan:
-    """Every point's config, checked, and the static groups: the sweep's gate, before
-    anything is created or compiled. The sweep's size is checked against the memory first,
-    before any point is drawn (`check_memory`). The fields of every point are checked; then
-    each group's environment is built once (a point's env_params is static: one group, one
-    environment), and every point's config is checked against it, the network once per
-    group (it depends on static fields only). Last, the memory again, each group's runs of
-    their own size."""
-    envs: dict[tuple, Env] = {}  # a group's static fields -> its environment, built once
-    sizes: dict[tuple, RunSize] = {}  # ... and the size of each of its runs
-
-    def env_of(cfg: PPOConfig) -> Env:
-        if _static_key(cfg) not in envs:
-            envs[_static_key(cfg)] = make_env(cfg)
-        return envs[_static_key(cfg)]
-
-    def size_of(cfg: PPOConfig) -> RunSize:
-        if _static_key(cfg) not in sizes:
-            sizes[_static_key(cfg)] = run_size(cfg, env_of(cfg))
-        return sizes[_static_key(cfg)]
-
-    # before any point is drawn: where every swept key is traced (a PBT's always), every run is
-    # of the base's size; else (static keys make groups of their own) of what any run holds
-    swept = [*spec.grid, *spec.random, *(spec.pbt["hyperparameters"] if spec.pbt is not None else ())]
-    traced = all(_FIELDS[key].traced for key in swept if key != "trials")
-    check_memory(spec, size_of(base) if traced else RunSize(_KEY_AND_HPARAMS, 0, 0))
-    points = expand(spec)
-    base_values = base.to_dict()
-
-    def in_point(check, point):
-        try:
-            return check()
-        except ConfigError as error:
-            if not point:  # the base alone (a train run): nothing to point at
-                raise
-            raise ConfigError(error.field, error.value, f"{error.rule} (in sweep point {point})") from None
-
-    configs = [in_point(lambda: check_fields({**base_values, **point}), point) for point in points]
-    groups: dict[tuple, Group] = {}
-    for i, cfg in enumerate(configs):
-        groups.setdefault(_static_key(cfg), Group(cfg, [])).point_indices.append(i)
-    for group in groups.values():
-        first = group.point_indices[0]
-        group.env = in_point(lambda: env_of(group.config), points[first])
-        for i in group.point_indices:
-            in_point(lambda: check_env_and_network(configs[i], group.env, network=i == first), points[i])
-            group.run_sets.setdefault(configs[i].epochs_scan, []).append(i)
-        # a run set's program: its first point's config scanning the set's epochs (every point of
-        # the set has update_epochs within them), as checked as the points' own
-        group.set_configs = {epochs: check_env_and_network(dataclasses.replace(configs[members[0]], max_epochs=epochs),
-                                                           group.env, network=False)
-                             for epochs, members in group.run_sets.items()}
-        group.config = dataclasses.replace(group.config, max_epochs=max(group.run_sets))
-    if spec.pbt is not None:  # every member explores traced keys only: one group, one run set
-        check_interval(spec.pbt, configs[0].num_updates)
-    smallest = RunSize(*map(min, zip(*(size_of(group.config) for group in groups.values()))))
-    check_memory(spec, smallest)  # a bound from below for every run, of any group
-    return Plan(base, spec, points, configs, list(groups.values()))
-
-
-def _static_key(cfg: PPOConfig) -> tuple:
-    """What the configs of one group share: every static field but max_epochs (its run sets' own)."""
-    return tuple((f, repr(getattr(cfg, f))) for f in STATIC_FIELDS if f != "max_epochs")
-
-
-# --------------------------------------------------------------------------------------
-# memory: the sweep's size, before anything is drawn or compiled
-# --------------------------------------------------------------------------------------
-# what a run holds whatever its config: its key (two uint32) and its hyperparameters (32 bits each)
-_KEY_AND_HPARAMS = 8 + 4 * len(HPARAM_FIELDS)
-# the options that set a sweep's number of runs, or what each run evaluates: where each is given
-_OPTIONS = {"seeds": "--seeds, sweep.seeds", "pbt.population": "sweep.pbt.population",
-            "random.trials": "sweep.random.trials", "grid": "points of sweep.grid and --grid",
-            "eval_episodes": "--eval-episodes, sweep.eval_episodes"}
-
-
-class RunSize(NamedTuple):
-    """One run's bytes as the memory check counts them (`run_size`)."""
-
-    state: int        # its key, hyperparameters and learner state
-    metrics: int      # its metrics of every update
-    environment: int  # one environment's state and observation: an evaluation episode's, while it runs
-
-    def need(self, episodes: int) -> RunBytes:
-        """With `episodes` evaluation episodes: their returns kept (at least a float32 per mode),
-        their environments computed at once."""
-        return RunBytes(self.state, self.metrics + episodes * 4 * len(EVAL_MODES), episodes * self.environment)
-
-
-def run_size(cfg: PPOConfig, env: Env) -> RunSize:
-    """A run of `cfg`'s static fields traced by `jax.eval_shape` (nothing compiles): its learner
-    state, and one update's metrics times its updates, their epochs counted once (a bound from
-    below whatever epochs it runs: every run of a group has the same size)."""
-    learner = Learner(dataclasses.replace(cfg, max_epochs=1, update_epochs=1), env=env)
-    state = jax.eval_shape(learner.init, jax.ShapeDtypeStruct((2,), np.uint32))
-    update = jax.eval_shape(lambda s: learner.run(s, None, 1)[1], state)
-    return RunSize(_KEY_AND_HPARAMS + tree_bytes(state), cfg.num_updates * tree_bytes(update),
-                   (tree_bytes(state.env_state) + tree_bytes(state.obs)) // cfg.num_envs)
-
-
-def _sizes(spec: SweepSpec) -> dict[str, int]:
-    """The options whose product is the sweep's number of runs, counted without drawing a point."""
-    if spec.pbt is not None:
-        return {"pbt.population": spec.pbt["population"], "seeds": spec.seeds}
-    return {"grid": math.prod(len(values) for values in spec.grid.values()),
-            "random.trials": spec.random.get("trials", 1), "seeds": spec.seeds}
-
-
-def check_memory(spec: SweepSpec, size: RunSize) -> None:
-    """Refuse a sweep whose runs, each of `size` at least, cannot fit in memory however they are
-    chunked (`parallel.memory_shortfall`): a ResourceError naming the option to lower (of the
-    factors of the number of runs, seeds, pbt.population, random.trials and the grid's points,
-    and the evaluation's episodes: the one that needs the smallest cut) and the largest value of
-    it that could fit; "runs" where one run alone does not fit."""
-    sizes = _sizes(spec)
-    short = memory_shortfall(size.need(spec.eval_episodes), math.prod(sizes.values()))
-    if short is None:
-        return
-    if memory_shortfall(size.need(0), 1) is not None:
-        raise ResourceError("runs", math.prod(sizes.values()), f"{short}; one run alone does not fit: use fewer "
-                            f"environments (num_envs), steps (num_steps) or updates, or a smaller network")
-    options = {**sizes, "eval_episodes": spec.eval_episodes}
-
-    def fits(name: str, value: int) -> bool:
-        changed = {**options, name: value}
-        return memory_shortfall(size.need(changed.pop("eval_episodes")), math.prod(changed.values())) is None
-
-    most = {name: _largest(lambda n, name=name: fits(name, n), value)
-            for name, value in options.items() if value > (0 if name == "eval_episodes" else 1)}
-    name = max(most, key=lambda name: most[name] / options[name])
-    raise ResourceError(name, options[name], f"{short}; at most {most[name]} could fit ({_OPTIONS[name]})")
-
-
-def _largest(fits: Callable[[int], bool], above: int) -> int:
-    """The largest n below `above` that `fits` (true up to some n, false beyond it; 0 if none)."""
-    low, high = 0, above
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (middle, high) if fits(middle) else (low, middle)
-    return low
-
-
-def run_index(point: int, seed: int, seeds: int) -> int:
-    """Where run (point, seed) stands in a sweep's list of runs: points in order, seeds within."""
-    return point * seeds + seed
+from purejaxppo.experiments.spec import (SweepSpec, check_seeds, load_sweep, make_spec,  # noqa: F401 (here too)
+                                         parse_grid_option)
+from purejaxppo.experiments.strategy import strategy_of
+from purejaxppo.train import TrainResult
 
 
 @dataclasses.dataclass
@@ -524,26 +183,24 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
         members = {epochs: [(i, s) for i in points_in for s in range(spec.seeds)]
                    for epochs, points_in in group.run_sets.items()}
         run_sets.append([
-            RunSet(f"group{g}-epochs{epochs}", group.set_configs[epochs],
+            RunSet(f"group{g}-epochs{epochs}", group.set_bundles[epochs].config,
                    [run_index(i, s, spec.seeds) for i, s in runs], np.stack([seed_keys[s] for _, s in runs]),
-                   HParams.stack(group.set_configs[epochs],
+                   HParams.stack(group.set_bundles[epochs].config,
                                  **{name: [getattr(configs[i], name) for i, _ in runs] for name in HPARAM_FIELDS}),
-                   [configs[i] for i, _ in runs], group.env)
+                   [configs[i] for i, _ in runs], group.set_bundles[epochs])
             for epochs, runs in members.items()])
 
     def group_starts(g, runs):
         if on_group is not None:
             on_group(g, len(groups), groups[g], runs)
 
-    population, chunk_updates, checkpoint_chunks = None, checkpoint_every, 1
-    if spec.pbt is not None:
-        population = Population(spec.pbt, spec.seeds, first_seed, spec.random_seed)
-        chunk_updates, checkpoint_chunks = spec.pbt["interval"], checkpoint_every or 1
-    outputs, timings = execute(run_sets, eval_episodes=spec.eval_episodes, chunk_updates=chunk_updates,
+    schedule = strategy_of(spec).schedule(spec, first_seed, checkpoint_every)
+    population = schedule.between
+    outputs, timings = execute(run_sets, eval_episodes=spec.eval_episodes, chunk_updates=schedule.chunk_updates,
                                max_parallel=max_parallel, progress=progress, checkpoints=checkpoints, meta=meta,
-                               resume=resume, checkpoint_chunks=checkpoint_chunks, on_group=group_starts,
+                               resume=resume, checkpoint_chunks=schedule.checkpoint_chunks, on_group=group_starts,
                                between=population, restore_from=restore_from)
-    if population is not None:  # the step compiles at its first call, inside the run's time: count it as a compile
+    if population is not None:  # its step compiles at its first call, inside the run's time: count it as a compile
         timings.compiles += 1
         timings.compile_seconds += population.compile_seconds
         timings.run_seconds -= population.compile_seconds
@@ -562,10 +219,3 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
         diverged[run_set.runs] = ~(finite_params & finite_loss)
     return SweepResult(points, configs, runs, [s for sets in run_sets for s in sets], outputs, diverged, len(groups),
                        timings.compile_seconds, timings.run_seconds, spec, planned.base, timings, population)
-
-
-def swept_keys(result: SweepResult) -> list[str]:
-    keys: list[str] = []
-    for point in result.points:
-        keys += [k for k in point if k not in keys]
-    return keys

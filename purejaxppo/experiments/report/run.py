@@ -1,0 +1,184 @@
+"""One run's report (several seeds of one config): its summary, the summary's table lines,
+what went wrong at run time, and its result files' contents (metrics.csv, summary.json,
+summary.md, learning_curve.png)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from purejaxppo.errors import UsageError
+from purejaxppo.experiments import diagnosis, stats
+from purejaxppo.experiments.report.plots import curve_with_band, finish_plot, pyplot, smoothing_legend
+from purejaxppo.experiments.report.text import csv_text, format_mean_se, json_text, metric_rows
+
+
+def summarize(metrics: Mapping[str, np.ndarray], *, steps_per_run: int, run_seconds: float,
+              compile_seconds: float, evaluation: Mapping[str, np.ndarray] | None = None,
+              diverged=None, env: str | None = None, max_episode_steps: int | None = None) -> dict[str, Any]:
+    """Per-seed final numbers, then mean and standard error over seeds.
+
+    `metrics` has a leading seed axis: [seeds, num_updates, ...]; `evaluation` (the final
+    policy on fresh episodes): {"deterministic", "stochastic"} -> [seeds, episodes], and
+    where counted "<mode>_no_action_steps" -> [seeds, episodes];
+    `diverged`: [seeds] bool (NaN/Inf in losses or parameters): as in a sweep's table,
+    diverged seeds are counted and left out of the means. `diagnosis` reads the per-epoch
+    clip fraction by the sweep's rules. `counts` and `warnings`: what went wrong at run time
+    (`run_time_counts`, `run_time_warnings`; `env` and `max_episode_steps` name where).
+    """
+    per_seed = dict(stats.per_run(metrics))
+    with stats.quiet_nan_warnings():
+        for mode, name in (("deterministic", "eval_return"), ("stochastic", "eval_return_stochastic")):
+            if evaluation and mode in evaluation:
+                per_seed[name] = np.nanmean(np.asarray(evaluation[mode], np.float64), axis=1)
+    seeds = per_seed["final_return"].shape[0]
+    ok = np.ones(seeds, bool) if diverged is None else ~np.asarray(diverged, bool)
+    max_kl = stats.finite(per_seed["max_update_kl"][ok])
+    runaway = per_seed["max_update_kl"][ok] > diagnosis.DIAGNOSIS_DEFAULTS["runaway_kl_above"]
+    clip_by_epoch = stats.mean_by_epoch(np.asarray(metrics["clip_fraction"])[ok])
+    summary: dict[str, Any] = {"seeds": seeds, "diverged": int(seeds - ok.sum()), "runaway": int(runaway.sum()),
+                               "diagnosis": diagnosis.diagnose(clip_by_epoch,
+                                                               max_kl=float(max(max_kl, default=math.nan)))}
+    for name in ("final_return", "eval_return", "eval_return_stochastic", "mean_kl_k3", "last_epoch_clip_fraction",
+                 "explained_variance", "epochs_run"):
+        if name not in per_seed:
+            continue
+        values = per_seed[name]
+        mean, se = stats.mean_se(values[ok])
+        summary[name] = {"mean": mean, "se": se, "per_seed": [float(v) for v in values]}
+    summary["counts"] = run_time_counts(metrics, evaluation or {}, ok)
+    summary["warnings"] = run_time_warnings(summary["counts"], env, max_episode_steps)
+    summary["steps_per_second"] = seeds * steps_per_run / run_seconds
+    summary["run_seconds"] = run_seconds
+    summary["compile_seconds"] = compile_seconds
+    return summary
+
+
+EVAL_MODE_NAMES = {"deterministic": "greedy", "stochastic": "sampled"}
+
+
+def run_time_counts(metrics: Mapping[str, np.ndarray], evaluation: Mapping[str, np.ndarray], ok) -> dict[str, int]:
+    """What went wrong at run time, summed over the seeds `ok` ([seeds] bool): steps whose
+    action mask allowed no action, in training ("no_action_steps") and in each evaluation
+    that counted them ("no_action_steps_<mode>"); training episodes that ran past
+    max_episode_steps ("overlong_episodes"); per evaluation mode, its episodes
+    ("eval_episodes_<mode>") and those that did not end within max_episode_steps, their
+    return NaN ("unfinished_<mode>")."""
+    def total(values):
+        return int(np.sum(np.asarray(values)[ok]))
+
+    counts = {name: total(metrics[name]) for name in ("no_action_steps", "overlong_episodes") if name in metrics}
+    for mode in EVAL_MODE_NAMES:
+        if mode in evaluation:
+            returns = np.asarray(evaluation[mode])[ok]
+            counts[f"eval_episodes_{mode}"] = int(returns.size)
+            counts[f"unfinished_{mode}"] = int(np.sum(np.isnan(returns)))
+        if f"{mode}_no_action_steps" in evaluation:
+            counts[f"no_action_steps_{mode}"] = total(evaluation[f"{mode}_no_action_steps"])
+    return counts
+
+
+def run_time_warnings(counts: Mapping[str, int], env: str | None = None,
+                      max_episode_steps: int | None = None) -> list[str]:
+    """A sentence for each thing `run_time_counts` found (none when nothing went wrong)."""
+    where = f" ({env})" if env else ""
+    limit = "max_episode_steps" + (f"={max_episode_steps}" if max_episode_steps is not None else "")
+    warnings = []
+    no_action = {"training": counts.get("no_action_steps", 0),
+                 **{f"{name} evaluation": counts.get(f"no_action_steps_{mode}", 0)
+                    for mode, name in EVAL_MODE_NAMES.items()}}
+    if any(no_action.values()):
+        places = ", ".join(f"{n} in {place}" for place, n in no_action.items() if n)
+        warnings.append(f"{sum(no_action.values())} steps had an action mask that allowed no action{where} "
+                        f"({places}): the policy took action 0 there (every action masked alike)")
+    if counts.get("overlong_episodes", 0):
+        warnings.append(f"{counts['overlong_episodes']} training episodes ran past {limit}{where} without "
+                        f"ending: the environment does not end its episodes at its own time limit")
+    for mode, name in EVAL_MODE_NAMES.items():
+        if counts.get(f"unfinished_{mode}", 0):
+            warnings.append(f"{counts[f'unfinished_{mode}']} of {counts[f'eval_episodes_{mode}']} {name} "
+                            f"evaluation episodes did not end within {limit}{where}: left out of the mean")
+    return warnings
+
+
+SUMMARY_ROWS = [
+    ("final_return", "final episode return"),
+    ("eval_return", "final policy, greedy, fresh episodes"),
+    ("eval_return_stochastic", "final policy, sampled, fresh episodes"),
+    ("mean_kl_k3", "mean KL (k3)"),
+    ("last_epoch_clip_fraction", "clip fraction, last epoch"),
+    ("explained_variance", "explained variance (final)"),
+    ("epochs_run", "epochs run per update"),
+]
+
+
+def summary_lines(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    rows = [(label, format_mean_se(summary[key]["mean"], summary[key]["se"])) for key, label in SUMMARY_ROWS
+            if key in summary]
+    rows.append(("diverged runs (NaN/Inf; not in the means)", str(summary["diverged"])))
+    rows.append((f"runaway runs (an update's KL > {diagnosis.DIAGNOSIS_DEFAULTS['runaway_kl_above']:g})",
+                 str(summary["runaway"])))
+    rows.append(("steps per second", f"{summary['steps_per_second']:,.0f}"))
+    rows.append(("compile time", f"{summary['compile_seconds']:.1f} s"))
+    rows += [("warning", text) for text in summary.get("warnings", [])]
+    return rows
+
+
+def summary_markdown(summary: Mapping[str, Any]) -> str:
+    lines = [f"| metric (mean ± s.e. over {summary['seeds']} seeds) | value |", "|---|---|"]
+    lines += [f"| {a} | {b} |" for a, b in summary_lines(summary)]
+    return "\n".join(lines) + f"\n\nPer-epoch clip fraction: {summary['diagnosis']}\n"
+
+
+def plot_learning_curve(metrics: Mapping[str, np.ndarray], batch_size: int, title: str) -> bytes:
+    """learning_curve.png: the mean return over seeds, raw (faint) and smoothed with a ± 1 s.e.
+    band (`curve_with_band`; the window: 5% of the run's steps)."""
+    returns = np.asarray(metrics["episode_return"])  # [seeds, updates]
+    steps = np.arange(1, returns.shape[1] + 1) * batch_size
+    window = stats.smoothing_window(steps[-1])
+    fig, ax = pyplot().subplots(figsize=(7, 4))
+    curve_with_band(ax, steps, returns, f"mean of {returns.shape[0]} seed(s) ± 1 s.e.", window)
+    return finish_plot(fig, ax, legend_title=smoothing_legend(window), xlabel="environment steps",
+                       ylabel="episode return", title=title)
+
+
+def run_artefacts(config, metrics: Mapping[str, np.ndarray], summary: Mapping[str, Any],
+                  seeds: list[int]) -> list[tuple[str, Callable[[], str | bytes]]]:
+    """(file name, function making its contents) for a run's results: metrics.csv,
+    summary.json, summary.md, learning_curve.png (`config`: the run's PPOConfig)."""
+    header, rows = metric_rows(metrics, config.batch_size, [{"seed": s} for s in seeds])
+    return [
+        ("metrics.csv", lambda: csv_text([header, *rows])),
+        ("summary.json", lambda: json_text({**summary, "seed_values": seeds}, indent=2)),
+        ("summary.md", lambda: summary_markdown(summary)),
+        ("learning_curve.png", lambda: plot_learning_curve(metrics, config.batch_size, config.env)),
+    ]
+
+
+def evaluation_summary(runs: list[dict], *, folder: str, episodes: int, deterministic: bool, seed: int) -> dict:
+    """`eval`'s result (its --json object) from `RunFolder.evaluate`'s runs: the returns of every
+    run's episodes pooled (mean ± s.e., min, median, max), those that did not end within
+    max_episode_steps (NaN) counted and left out, and each run's own. UsageError where none ended."""
+    everything = np.concatenate([run["returns"] for run in runs])
+    pooled = everything[~np.isnan(everything)]  # NaN: an episode that did not end within max_episode_steps
+    if not pooled.size:
+        raise UsageError(f"{folder}: none of the {everything.size} episodes ended within the environment's "
+                         f"max_episode_steps: its episodes never end, so there is no return to report")
+    mean, se = stats.mean_se(pooled)
+    return {"folder": folder, "step": runs[0]["step"], "episodes_per_run": episodes, "deterministic": deterministic,
+            "seed": seed, "mean": mean, "se": se, "min": float(np.min(pooled)), "median": float(np.median(pooled)),
+            "max": float(np.max(pooled)), "unfinished": int(everything.size - pooled.size),
+            "runs": [{**{k: v for k, v in run.items() if k != "returns"}, "mean": stats.mean_se(run["returns"])[0],
+                      "se": stats.mean_se(run["returns"])[1], "returns": [float(r) for r in run["returns"]]}
+                     for run in runs]}
+
+
+def histogram(evaluation: dict, bins: int = 10, width: int = 40) -> str:
+    """The pooled returns of an `evaluation_summary` as a text histogram."""
+    values = np.array([r for run in evaluation["runs"] for r in run["returns"]])
+    counts, edges = np.histogram(values[~np.isnan(values)], bins=bins)
+    top = max(int(counts.max()), 1)
+    return "\n".join(f"  {edges[i]:>10.4g} – {edges[i + 1]:<10.4g} {'█' * round(width * c / top):<{width}} {c}"
+                     for i, c in enumerate(counts))

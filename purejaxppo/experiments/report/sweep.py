@@ -1,0 +1,240 @@
+"""A sweep's report: a row per grid point (mean ± s.e. over the seeds that did not diverge,
+IQM, P(improvement), the diagnosis, run-time counts), its markdown table, the CSV files and
+the plots (learning curves, clip fraction by epoch, heatmaps over two swept keys)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import yaml
+
+from purejaxppo.experiments import diagnosis, stats
+from purejaxppo.experiments.report.plots import curve_with_band, figure_bytes, finish_plot, pyplot, smoothing_legend
+from purejaxppo.experiments.report.run import run_time_counts, run_time_warnings
+from purejaxppo.experiments.report.text import csv_text, format_mean_se, metric_rows
+
+
+def kept_runs(result, point: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(metrics, evaluation) of point `point`'s runs that did not diverge, stacked: [runs, ...]."""
+    ok = ~result.diverged[result.point_runs(point)]
+    stacked = result.point(point)
+    return ({name: value[ok] for name, value in stacked.metrics.items()},
+            {mode: value[ok] for mode, value in stacked.evaluation.items()})
+
+
+def sweep_summary(result) -> list[dict[str, Any]]:
+    """One row per grid point: mean ± s.e. over the seeds that did not diverge, and more."""
+    rows = []
+    finals: list[np.ndarray] = []
+    for i, point in enumerate(result.points):
+        metrics, evaluation = kept_runs(result, i)
+        ok = len(metrics["episode_return"])
+        if ok:
+            per_seed = stats.per_run(metrics)
+            clip_by_epoch = stats.mean_by_epoch(metrics["clip_fraction"])
+        else:
+            per_seed = {name: np.array([]) for name in ("final_return", "mean_kl_k3", "max_update_kl",
+                                                        "last_epoch_clip_fraction")}
+            clip_by_epoch = np.array([])
+        final = np.asarray(per_seed["final_return"], np.float64)
+        with stats.quiet_nan_warnings():
+            evals = {mode: np.nanmean(evaluation[mode], axis=1) if mode in evaluation else []
+                     for mode in ("deterministic", "stochastic")}
+        seeds = len(result.point_runs(i))
+        row = {**point, "seeds": seeds, "diverged": seeds - ok}
+        for name, values in (("train_return", final), ("eval_return", evals["deterministic"]),
+                             ("eval_return_stochastic", evals["stochastic"]), ("mean_kl", per_seed["mean_kl_k3"]),
+                             ("clip_fraction_last_epoch", per_seed["last_epoch_clip_fraction"])):
+            row[name], row[name + "_se"] = stats.mean_se(values)
+        row["max_kl_worst_seed"] = float(max(stats.finite(per_seed["max_update_kl"]), default=math.nan))
+        row["iqm_return"], row["iqm_ci_low"], row["iqm_ci_high"] = stats.interquartile_mean(final)
+        row["clip_fraction_by_epoch"] = [float(v) for v in clip_by_epoch]
+        row["diagnosis"] = diagnosis.diagnose(clip_by_epoch, result.spec.diagnosis, row["max_kl_worst_seed"])
+        if result.spec.threshold is not None:
+            row["seeds_at_threshold"] = int(np.sum(final >= result.spec.threshold))
+        row.update(run_time_counts(metrics, evaluation, np.ones(ok, bool)))
+        rows.append(row)
+        finals.append(final)
+    best, indistinguishable = stats.best_and_indistinguishable(
+        [row["train_return"] for row in rows], [row["train_return_se"] for row in rows])
+    if best is not None:
+        for i, (row, final) in enumerate(zip(rows, finals)):
+            row["best"] = i == best
+            row["indistinguishable_from_best"] = indistinguishable[i]
+            row["p_beats_best"] = stats.probability_of_improvement(final, finals[best])
+    return rows
+
+
+def sweep_markdown(rows: list[dict], swept: list[str], threshold=None) -> str:
+    head = [*swept, "seeds (diverged)", "train return ± s.e.", "IQM [95% CI]", "eval return ± s.e.",
+            "mean KL ± s.e.",
+            "max KL (worst seed)", "clip fraction, last epoch", "P(beats best)", "≈ best"]
+    if threshold is not None:
+        head.append(f"seeds ≥ {threshold:g}")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [show_value(row[k]) for k in swept]
+        cells += [f"{row['seeds']} ({row['diverged']})",
+                  format_mean_se(row["train_return"], row["train_return_se"]),
+                  f"{row['iqm_return']:.3g} [{row['iqm_ci_low']:.3g}, {row['iqm_ci_high']:.3g}]",
+                  format_mean_se(row["eval_return"], row["eval_return_se"]),
+                  format_mean_se(row["mean_kl"], row["mean_kl_se"]),
+                  f"{row['max_kl_worst_seed']:.3g}",
+                  format_mean_se(row["clip_fraction_last_epoch"], row["clip_fraction_last_epoch_se"]),
+                  f"{row.get('p_beats_best', math.nan):.2f}",
+                  ("best" if row.get("best") else "yes" if row.get("indistinguishable_from_best") else "no")]
+        if threshold is not None:
+            cells.append(f"{row['seeds_at_threshold']}/{row['seeds'] - row['diverged']}")
+        lines.append("| " + " | ".join(cells) + " |")
+    note = ("\ntrain return: mean return of the episodes that ended in the last update; IQM: "
+            "interquartile mean over seeds with a 95% bootstrap interval; eval return: the final "
+            "policy acting greedily on fresh episodes (summary.csv also has the sampled policy's); "
+            "P(beats best): probability that a random seed of this point beats one of the best point."
+            "\n≈ best: the difference to the best point's mean is within 2 standard errors of the "
+            "difference (so five seeds do not separate them). Diverged runs (NaN/Inf in losses or "
+            "parameters) are left out of every number and counted in brackets.\n")
+    diagnoses = ["", "Per-epoch clip fraction, read by the documented rules (thresholds: sweep.diagnosis):"]
+    warnings = []
+    for row in rows:
+        name = ", ".join(f"{k}={show_value(row[k])}" for k in swept) or "base"
+        diagnoses.append(f"- {name}: {row['diagnosis']}")
+        warnings += [f"- {name}: {text}" for text in run_time_warnings(row)]
+    if warnings:
+        diagnoses += ["", "Warnings, over the runs that did not diverge:", *warnings]
+    return "\n".join(lines) + "\n" + note + "\n".join(diagnoses) + "\n"
+
+
+def sweep_metrics_csv(result, swept: list[str]) -> str:
+    """metrics.csv of a sweep: a row per run per update, labelled by point, the swept values,
+    seed and divergence."""
+    # run sets may scan different numbers of epochs: pad per-epoch columns ([runs, updates, epochs]) with NaN
+    max_epochs = max(out.metrics["clip_fraction"].shape[-1] for out in result.outputs.values())
+
+    def padded(name, value):
+        if value.ndim != 3 or name == "clip_cases":
+            return value
+        return np.pad(value, ((0, 0), (0, 0), (0, max_epochs - value.shape[2])), constant_values=np.nan)
+
+    lines = []
+    for i in range(len(result.points)):
+        labels = [{"point": i, **{key: show_value(result.runs[k].get(key, "")) for key in swept},
+                   "seed": result.runs[k]["seed"], "diverged": int(result.diverged[k])}
+                  for k in result.point_runs(i)]
+        header, rows_i = metric_rows({n: padded(n, v) for n, v in result.point(i).metrics.items()},
+                                     result.configs[i].batch_size, labels)
+        lines += ([header] if i == 0 else []) + rows_i
+    return csv_text(lines)
+
+
+def sweep_artefacts(result, rows: list[dict], swept: list[str]) -> list[tuple[str, Callable[[], str | bytes]]]:
+    """(file name, function making its contents) for a sweep's results: metrics.csv (a row per
+    run per update), summary.md / summary.csv (a row per point, `rows` of `sweep_summary`), the
+    plots (`sweep_plots`); `swept`: the swept keys (sweep.swept_keys). A PBT sweep's are
+    `pbt_artefacts`."""
+    def summary_csv():
+        columns = list(rows[0])
+        return csv_text([columns] + [
+            [";".join(f"{v:.4g}" for v in row[c]) if c == "clip_fraction_by_epoch"
+             else show_value(row[c]) if c in swept else row.get(c, "") for c in columns] for row in rows])
+
+    return [
+        ("metrics.csv", lambda: sweep_metrics_csv(result, swept)),
+        ("summary.md", lambda: sweep_markdown(rows, swept, result.spec.threshold)),
+        ("summary.csv", summary_csv),
+        *sweep_plots(result, rows, swept),
+    ]
+
+
+def show_value(value) -> str:
+    """A swept value as a label: floats by %g, lists and mappings as YAML writes them inline."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple, Mapping)):
+        return yaml.safe_dump(_plain(value), default_flow_style=True, width=1000).strip()
+    return str(value)
+
+
+def _plain(value):
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _axis(values: list) -> list[str]:
+    """The distinct labels of a swept key's values: in numeric order when every value is
+    a number, else in order of first appearance (lists and mappings have no order)."""
+    labels = list(dict.fromkeys(show_value(v) for v in values))
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        labels = [show_value(v) for v in sorted(set(values))]
+    return labels
+
+
+def heatmap_grid(points: list[dict], values: list, a: str, b: str) -> tuple[list[str], list[str], np.ndarray]:
+    """(labels of a, labels of b, grid[b, a]): each cell the mean over every run whose point
+    has those two values of the swept keys a and b, whatever its other swept values.
+    `values[i]` holds point i's per-run numbers (the runs that count); non-finite ones are
+    left out, as in the tables. A cell no run reaches is NaN."""
+    xs, ys = _axis([p[a] for p in points]), _axis([p[b] for p in points])
+    cells: list[list[list]] = [[[] for _ in xs] for _ in ys]
+    for point, v in zip(points, values):
+        cells[ys.index(show_value(point[b]))][xs.index(show_value(point[a]))] += list(np.ravel(v))
+    return xs, ys, np.array([[stats.mean_se(cell)[0] for cell in row] for row in cells], np.float64)
+
+
+def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, Callable[[], bytes]]]:
+    """(file name, draw) for learning_curves.png, clip_fraction_by_epoch.png and, over the
+    first two swept keys, heatmap_return.png and heatmap_kl.png."""
+    plt = pyplot()
+
+    def label(point):
+        return ", ".join(f"{k}={show_value(point[k])}" for k in swept) or "base"
+
+    def learning_curves():
+        fig, ax = plt.subplots(figsize=(8, 5))
+        window = stats.smoothing_window(max(c.num_updates * c.batch_size for c in result.configs))
+        for i, point in enumerate(result.points):
+            curves = kept_runs(result, i)[0]["episode_return"]
+            if len(curves):
+                steps = np.arange(1, curves.shape[1] + 1) * result.configs[i].batch_size
+                curve_with_band(ax, steps, curves, label(point), window, lw=1.2)
+        return finish_plot(fig, ax, 7, legend_title=smoothing_legend(window), xlabel="environment steps",
+                           ylabel="episode return (mean ± s.e. over seeds)",
+                           title=f"{result.base.env}: learning curves")
+
+    def clip_by_epoch():
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for row, point in zip(rows, result.points):
+            c = np.asarray(row["clip_fraction_by_epoch"], np.float64)
+            ax.plot(np.arange(1, c.size + 1), c, marker="o", ms=3, label=label(point))
+        return finish_plot(fig, ax, 7, xlabel="epoch within an update",
+                           ylabel="clip fraction (mean over updates and seeds)",
+                           title="How much each epoch is clipped")
+
+    def heatmap(name, title):
+        values = []  # per point, each kept run's number
+        for i in range(len(result.points)):
+            metrics = kept_runs(result, i)[0]
+            values.append(stats.per_run(metrics)[name] if len(metrics["episode_return"]) else [])
+        a, b = swept[0], swept[1]
+        xs, ys, grid = heatmap_grid(result.points, values, a, b)
+        fig, ax = plt.subplots(figsize=(1.3 * len(xs) + 2.5, 0.9 * len(ys) + 2))
+        image = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
+        ax.set_xticks(range(len(xs)), xs)
+        ax.set_yticks(range(len(ys)), ys)
+        others = swept[2:]
+        ax.set(xlabel=a, ylabel=b, title=title + (f" (mean over every run of {', '.join(others)})" if others else ""))
+        for (y, x), value in np.ndenumerate(grid):
+            ax.text(x, y, f"{value:.3g}", ha="center", va="center", color="w", fontsize=8)
+        fig.colorbar(image, ax=ax)
+        fig.tight_layout()
+        return figure_bytes(fig, 110)
+
+    plots = [("learning_curves.png", learning_curves), ("clip_fraction_by_epoch.png", clip_by_epoch)]
+    if len(swept) >= 2:
+        plots += [("heatmap_return.png", lambda: heatmap("final_return", "final train return")),
+                  ("heatmap_kl.png", lambda: heatmap("mean_kl_k3", "mean KL (k3)"))]
+    return plots

@@ -1,0 +1,151 @@
+"""A run or sweep folder read back (`SavedRun`; `folder.RunFolder` adds the writer's side):
+each run set's config from its checkpoint passes the gate once (`gate.gate`: its environment
+built, its network checked), the states are restored, one run's config and state are picked
+out (`load`, `load_bundle`), and every run is evaluated on fresh episodes (`evaluate`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from purejaxppo.compiler import compiler_options
+from purejaxppo.config import ConfigError, PPOConfig, check_fields
+from purejaxppo.errors import ImportFailed, ResourceError
+from purejaxppo.experiments import compile_cache
+from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
+from purejaxppo.experiments.faults import wait_ready
+from purejaxppo.experiments.memory import free_memory_bytes
+from purejaxppo.gate import Bundle, gate
+from purejaxppo.train import Learner
+
+
+class SavedRun:
+    """A folder of checkpoints, read back."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def checkpoints(self, keep: int | None = None, create: bool = True, shared: bool = False) -> Checkpoints:
+        return Checkpoints(self.path / "checkpoints", keep=keep, create=create, shared=shared)
+
+    def _restore(self, step: int | None):
+        """-> (meta, {set name: (the set's bundle, state with a leading run axis)}): each set's
+        config passes the gate once."""
+        checkpoints = self.checkpoints(create=False)
+        meta = checkpoints.meta(step)
+        bundles = {name: _saved(gate, info["config"], checkpoints.folder / str(meta["step"]), f"sets.{name}.config")
+                   for name, info in meta["sets"].items()}
+        keys = {name: np.zeros((len(info["runs"]), 2), np.uint32) for name, info in meta["sets"].items()}
+        shapes = {name: jax.eval_shape(jax.vmap(Learner(bundle).init), keys[name]) for name, bundle in bundles.items()}
+        states, _, _ = checkpoints.restore(meta["step"], shapes)
+        return meta, {name: (bundle, states[name]) for name, bundle in bundles.items()}
+
+    def load(self, step: int | None = None, run: int | None = 0):
+        """See `load`."""
+        bundle, state = self.load_bundle(step, run)
+        return bundle.config, state
+
+    def load_bundle(self, step: int | None = None, run: int | None = 0) -> tuple[Bundle, Any]:
+        """`load`, with the run's config as the gate's bundle (its environment and agent built
+        once): what `make_policy` and a replay take without building them again."""
+        _check_index("run", run), _check_index("step", step)
+        meta, sets = self._restore(step)
+        if run is None:
+            if len(sets) != 1:
+                raise CheckpointError(f"{self.path} holds {len(sets)} run sets with different configs: pass run=k")
+            return next(iter(sets.values()))
+        name, j = self._find(meta, run)
+        bundle, states = sets[name]
+        try:  # the run's own hyperparameters, on its set's program
+            bundle = bundle.for_config(self._run_config(meta, name, j))
+        except ConfigError as error:
+            raise CheckpointError(f"{self.path}: damaged metadata: sets.{name}.run_configs: {error}") from None
+        return bundle, jax.tree.map(lambda x: x[j], states)
+
+    def run_config(self, step: int | None = None, run: int = 0) -> PPOConfig:
+        """Run `run`'s config, as `load` gives it, without reading the state."""
+        _check_index("run", run), _check_index("step", step)
+        meta = self.checkpoints(create=False).meta(step)
+        return self._run_config(meta, *self._find(meta, run))
+
+    def _find(self, meta: dict, run: int) -> tuple[str, int]:
+        """-> (the run set holding run `run`, its place on that set's run axis)."""
+        for name, info in meta["sets"].items():
+            if run in info["runs"]:
+                return name, info["runs"].index(run)
+        known = sorted(k for info in meta["sets"].values() for k in info["runs"])
+        raise CheckpointError(f"{self.path} has no run {run}; its runs are {known}")
+
+    def _run_config(self, meta: dict, name: str, j: int) -> PPOConfig:
+        return _saved(check_fields, meta["sets"][name]["run_configs"][j], self.path, f"sets.{name}.run_configs")
+
+    def evaluate(self, *, episodes: int, seed: int = 0, deterministic: bool = True,
+                 step: int | None = None) -> list[dict]:
+        """Every run of the folder on `episodes` fresh episodes (the training rollout code),
+        keys from `seed` (the same episodes for every run): one dict per run: run, seed
+        (None for a checkpoint written without a run's settings), step, returns [episodes].
+        Episodes that would not fit in memory raise ResourceError before they run."""
+        _check_index("step", step)
+        meta, sets = self._restore(step)
+        out = []
+        for name, (bundle, state) in sets.items():
+            learner = Learner(bundle)
+            evaluate = jax.jit(jax.vmap(lambda s: learner.evaluate(s, episodes, deterministic,
+                                                                   jax.random.PRNGKey(seed))),
+                               compiler_options=compiler_options())
+            with compile_cache.quiet_cache_loads():
+                program = evaluate.lower(state).compile()
+            _check_fits(program, episodes)
+            returns = wait_ready(program(state))  # polled: a stop signal lands at once
+            for j, k in enumerate(meta["sets"][name]["runs"]):
+                seed_of_run = meta["first_seed"] + k % meta["spec"]["seeds"] if "spec" in meta else None
+                out.append({"run": k, "seed": seed_of_run, "step": meta["step"], "returns": returns[j]})
+        return sorted(out, key=lambda r: r["run"])
+
+
+def _check_index(name: str, value) -> None:
+    """`run` and `step` of load/evaluate: an integer or None (a string would find nothing)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+        raise ConfigError(name, value, "must be an integer or None")
+
+
+def _check_fits(program, episodes: int) -> None:
+    """The evaluation of `episodes` episodes, compiled, must fit in the device's free memory."""
+    memory, free = program.memory_analysis(), free_memory_bytes(jax.devices()[0])
+    if memory is None or free is None:
+        return
+    need = memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes
+    if need > free:
+        fits = int(episodes * free / need)
+        raise ResourceError("episodes", episodes, f"evaluating them needs {need / 2**30:.3g} GiB, more than the "
+                            f"{free / 2**30:.3g} GiB free; about {fits} episodes fit")
+
+
+def _saved(check: Callable, values: dict, where: Path, key: str):
+    """`check(values)` (the gate, or check_fields) of a config a checkpoint's meta holds, checked
+    as any config: a broken one names the key."""
+    try:
+        return check(values)
+    except ImportFailed:  # a healthy checkpoint of a run whose env or network module is not found here
+        raise
+    except ConfigError as error:
+        raise CheckpointError(f"{where}: damaged metadata: {key}: {error}") from None
+
+
+def load(run_dir, step: int | None = None, run: int | None = 0):
+    """A run folder's checkpoint -> (config, state).
+
+    `step`: the checkpoint at that many updates (default: the newest complete one).
+    `run`: which run (a train folder's seed index, or a sweep's run index, as in its
+    metrics.csv order), with that run's own config; `None` for all runs of a folder with
+    one run set, with a leading run axis and the set's config (its static fields).
+    The state is the full `LearnerState`: `make_policy(config, state)` acts with it,
+    `Learner(config).run(state, ...)` trains on.
+    """
+    return SavedRun(run_dir).load(step, run)

@@ -1,0 +1,53 @@
+"""The gate (purejaxppo.gate): one command builds each environment once and checks each network
+once, however many layers (plan, memory bound, learners, run folder, evaluation) it passes."""
+
+import collections
+
+import pytest
+
+import purejaxppo.envs
+from purejaxppo.experiments import cli
+from purejaxppo.networks import Network
+
+TINY = ["--set", "total_timesteps=1024", "--set", "num_envs=4", "--set", "num_steps=64", "--set",
+        "num_minibatches=2"]
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts of environments built (`make_raw_env`) and networks checked (`Network.check`)."""
+    counts = collections.Counter()
+    make_raw_env, check = purejaxppo.envs.make_raw_env, Network.check
+
+    def build(*args, **kwargs):
+        counts["env"] += 1
+        return make_raw_env(*args, **kwargs)
+
+    def check_network(self):
+        counts["network"] += 1
+        return check(self)
+
+    monkeypatch.setattr(purejaxppo.envs, "make_raw_env", build)
+    monkeypatch.setattr(Network, "check", check_network)
+    return counts
+
+
+@pytest.mark.parametrize("network", [[], ["--set", "network=user_networks:two_towers"]], ids=["built-in", "user's"])
+def test_a_train_run_and_its_evaluation_build_the_env_once_and_check_the_network_once(
+        counted, tmp_path, monkeypatch, network):
+    monkeypatch.syspath_prepend(str(__import__("pathlib").Path(__file__).parent))  # user_networks
+    run = tmp_path / "run"
+    assert cli.main(["train", "cartpole", *TINY, *network, "--eval-episodes", "2", "--out", str(run),
+                     "--no-cache"]) == 0
+    assert dict(counted) == {"env": 1, "network": 1}
+    counted.clear()
+    assert cli.main(["eval", str(run), "--episodes", "2", "--no-cache"]) == 0
+    assert dict(counted) == {"env": 1, "network": 1}
+
+
+def test_a_sweep_builds_one_env_and_checks_one_network_per_group(counted, tmp_path):
+    out = tmp_path / "sweep"
+    assert cli.main(["sweep", "sweeps/clip_epochs", *TINY, "--seeds", "1", "--grid", "clip_eps=0.1,0.2",
+                     "--grid", "update_epochs=1,2", "--grid", "num_envs=2,4",
+                     "--out", str(out), "--no-cache"]) == 0
+    assert dict(counted) == {"env": 2, "network": 2}  # two static groups (num_envs); run sets share theirs
