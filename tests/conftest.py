@@ -10,6 +10,14 @@ def pytest_configure(config):
     # the command line's persistent compilation cache: one fresh folder for this test session,
     # shared by the processes the tests start, never the user's own cache
     os.environ["PUREJAXPPO_CACHE_DIR"] = tempfile.mkdtemp(prefix="purejaxppo-test-cache-")
+    # ... and by this process, from before its first compile (JAX decides once whether to use it):
+    # the tests' many programs that are the same (one tiny config, trained by several tests, or a
+    # run folder the command line trains again) compile once per session, then load in about 1 s
+    # instead of 5-10 s. The package's own thresholds, as `purejaxppo train` (run in this process
+    # by many tests) sets them again: tiny programs are not worth a file.
+    from purejaxppo.experiments import compile_cache
+
+    compile_cache.enable(os.environ["PUREJAXPPO_CACHE_DIR"])
 
 
 def assert_trees_equal_to_float_rounding(actual, expected, atol=1e-7):

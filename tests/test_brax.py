@@ -1,6 +1,7 @@
 """Brax behind the environment protocol: our own episode handling (time limit -> truncated and
 bootstrapped, the environment's done -> terminated, not), fresh resets, the settings' checks,
-and learning on `fast` (CPU compiles of Brax are slow: these tests use `fast` and `spring`)."""
+and learning on `fast` (CPU compiles of Brax are slow: these tests use `fast` and `spring`; those
+that compile a rollout of `inverted_pendulum` or train are long checks, `-m slow`)."""
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +40,7 @@ def pendulum_rollouts():
     return run(short, push(0.0), 2, 10)[3], run(long, push(3.0), 2, 40)[3]
 
 
+@pytest.mark.slow  # compiles Brax rollouts: run by .ci/run after the default suite
 def test_the_time_limit_truncates_and_the_environments_done_terminates(pendulum_rollouts):
     limited, toppled = pendulum_rollouts
     np.testing.assert_array_equal(limited.truncated[:, 0], [0, 0, 0, 1, 0, 0, 0, 1, 0, 0])
@@ -48,6 +50,7 @@ def test_the_time_limit_truncates_and_the_environments_done_terminates(pendulum_
     assert 2 < end < 39 and int(toppled.episode_length[end, 0]) == end + 1
 
 
+@pytest.mark.slow  # compiles Brax rollouts: run by .ci/run after the default suite
 def test_a_truncated_step_is_bootstrapped_and_a_terminated_one_is_not(pendulum_rollouts):
     gamma = 0.9
     for traj in pendulum_rollouts:
@@ -62,6 +65,7 @@ def test_a_truncated_step_is_bootstrapped_and_a_terminated_one_is_not(pendulum_r
     np.testing.assert_array_equal(limited.final_obs[2], limited.obs[3])
 
 
+@pytest.mark.slow  # compiles Brax rollouts: run by .ci/run after the default suite
 def test_slots_that_reset_together_start_from_different_fresh_states(pendulum_rollouts):
     limited, _ = pendulum_rollouts
     starts = np.asarray(limited.obs)[[0, 4, 8]]  # both slots restart at steps 4 and 8
@@ -107,6 +111,7 @@ def test_bad_brax_settings_are_refused_naming_the_field(values, field, words):
     assert error.value.field == field
 
 
+@pytest.mark.slow  # trains on Brax: run by .ci/run after the default suite
 @pytest.mark.parametrize("squash", ["clip", "tanh"])
 def test_fast_learns_to_push_forward(squash):
     """The optimum is 143.1 (push forward at every step of the 128-step episode); a policy
@@ -130,6 +135,7 @@ def test_every_shipped_brax_config_is_valid(path):
     assert cfg.env.startswith("brax/") and cfg.normalize_obs
 
 
+@pytest.mark.slow  # compiles Brax rollouts: run by .ci/run after the default suite
 def test_a_replay_shows_one_whole_episode(tmp_path):
     from purejaxppo.experiments import replay
 

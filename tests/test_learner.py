@@ -141,18 +141,18 @@ def test_the_unmasked_epochs_of_known_hyperparameters_equal_the_masked_path():
 
 
 def test_learning_rate_anneals_linearly_to_zero_at_the_end_of_the_run():
-    cfg = ppo.make_config({**TINY, "lr": 1e-3})
+    cfg = ppo.make_config(TINY)  # (the traced program: test_run_in_chunks_equals_run_in_one_piece_bit_for_bit's)
     train = jax.jit(ppo.make_train(cfg))
     out = train(jax.random.PRNGKey(0))
-    U = cfg.num_updates
+    U, lr = cfg.num_updates, cfg.lr
     rates = np.asarray(out.metrics["learning_rate"], np.float64)
-    np.testing.assert_allclose(rates, 1e-3 * (1 - np.arange(U) / U), rtol=1e-6)
-    assert rates[-1] == pytest.approx(1e-3 / U, rel=1e-6)  # the last update; the decay ends at 0
+    np.testing.assert_allclose(rates, lr * (1 - np.arange(U) / U), rtol=1e-6)
+    assert rates[-1] == pytest.approx(lr / U, rel=1e-6)  # the last update; the decay ends at 0
     hp = ppo.HParams.from_config(cfg)
     assert float(learning_rate(hp, jnp.int32(U), U)) == 0.0
     assert float(learning_rate(hp, jnp.int32(U + 5), U)) == 0.0  # never negative past the end
     flat_rate = train(jax.random.PRNGKey(0), hp.replace(anneal_lr=jnp.bool_(False))).metrics["learning_rate"]
-    np.testing.assert_array_equal(flat_rate, np.float32(1e-3))
+    np.testing.assert_array_equal(flat_rate, np.float32(lr))
 
 
 def numpy_adam(grads, lr, b1=0.9, b2=0.999, eps=1e-5):

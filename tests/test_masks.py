@@ -47,6 +47,12 @@ def test_a_masked_categorical_is_the_categorical_of_the_valid_actions_alone():
     assert np.all(np.asarray(grads)[~np.asarray(mask)] == 0)
 
 
+# the tests that train: the gymnax corridor's (the same guarantees through the adapter, compiled again)
+# run with the long checks; its untrained policy and make_policy run here
+NATIVE_HERE_GYMNAX_SLOW = pytest.mark.parametrize(
+    "corridor", ["native", pytest.param("gymnax", marks=pytest.mark.slow)], indirect=True)
+
+
 def taken_invalid(traj):
     """How many steps of a rollout took an action its mask ruled out."""
     allowed = np.take_along_axis(np.asarray(traj.action_mask), np.asarray(traj.action)[..., None], -1)[..., 0]
@@ -64,6 +70,7 @@ def test_an_untrained_masked_policy_never_takes_an_invalid_action_greedy_or_samp
     assert np.all(np.asarray(traj.reward) >= 0)  # an invalid action would be punished with -1
 
 
+@NATIVE_HERE_GYMNAX_SLOW
 def test_training_with_the_mask_never_acts_invalidly_and_its_first_ratio_is_exactly_one(corridor):
     masked = ppo.make_config(dict(TINY, env=corridor))
     out = jax.jit(jax.vmap(ppo.make_train(masked, eval_episodes=8)))(jax.random.split(jax.random.PRNGKey(0), 2))
@@ -76,6 +83,7 @@ def test_training_with_the_mask_never_acts_invalidly_and_its_first_ratio_is_exac
     assert np.any(np.asarray(unmasked.evaluation["stochastic"]) < 0)
 
 
+@NATIVE_HERE_GYMNAX_SLOW
 def test_a_recurrent_masked_policy_replays_its_sequences(corridor):
     cfg = ppo.make_config(dict(TINY, env=corridor, policy="gru", gru_size=8, hidden_sizes=[8]))
     learner = ppo.Learner(cfg)

@@ -12,6 +12,9 @@ from purejaxppo.agent import make_agent
 
 TINY = dict(env="CartPole-v1", num_envs=4, num_steps=16, num_minibatches=4, update_epochs=4,
             total_timesteps=4 * 16 * 5)
+# the time limit that test_evaluation_of_the_final_policy bounds the returns by: the module's
+# one trained run (the tiny fixture) is that test's training without evaluation too
+EVALUATED = dict(TINY, env_params={"max_steps_in_episode": 50})
 
 
 def run(cfg, seed=0, hparams=None):
@@ -20,7 +23,7 @@ def run(cfg, seed=0, hparams=None):
 
 @pytest.fixture(scope="module")
 def tiny():
-    cfg = ppo.make_config(TINY)
+    cfg = ppo.make_config(EVALUATED)
     return cfg, run(cfg)
 
 
@@ -68,6 +71,7 @@ def test_vmapped_seeds_and_hparams_equal_single_runs(tiny):
                                    rtol=1e-5)
 
 
+@pytest.mark.slow  # four training programs (about 40 s on a 2-core CPU)
 def test_masked_epochs_change_nothing():
     five = ppo.make_config({**TINY, "max_epochs": 5, "update_epochs": 3})
     three = ppo.make_config({**TINY, "max_epochs": 3, "update_epochs": 3})
@@ -122,10 +126,9 @@ def test_continuous_actions_are_clipped_for_the_env_only():
     np.testing.assert_allclose(log_prob, dist.log_prob(action))
 
 
-def test_evaluation_of_the_final_policy():
-    cfg = ppo.make_config(dict(TINY, env_params={"max_steps_in_episode": 50}))
+def test_evaluation_of_the_final_policy(tiny):
+    cfg, plain = tiny  # run(cfg): the same training, without the evaluation
     out = jax.jit(ppo.make_train(cfg, eval_episodes=6))(jax.random.PRNGKey(0))
-    plain = run(cfg)
     chex.assert_trees_all_equal(out.state.params, plain.state.params)  # training unchanged
     det, sto = np.asarray(out.evaluation["deterministic"]), np.asarray(out.evaluation["stochastic"])
     assert det.shape == sto.shape == (6,)
