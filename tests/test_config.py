@@ -98,12 +98,48 @@ def test_continuous_env_accepts_log_std_init():
     assert ppo.make_env(cfg).action_space.kind == "continuous"
 
 
-def run_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "purejaxppo.experiments.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=120)
+# `python -m purejaxppo.experiments.cli ARGS` for each command line, one after the other in one new
+# process (one start of Python and JAX for all): its exit code and all it wrote to stderr (file
+# descriptor 2, as a terminal would show it: Python's lines and XLA's), an uncaught exception
+# printed as Python prints it at exit
+MODULE_RUNS = """
+import json, os, runpy, sys, tempfile, traceback
+results = []
+for argv in json.loads(sys.argv[1]):
+    sys.argv = ["purejaxppo.experiments.cli", *argv]
+    with tempfile.TemporaryFile() as held:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(held.fileno(), 2)
+        try:
+            runpy.run_module("purejaxppo.experiments.cli", run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        held.seek(0)
+        results.append([code, held.read().decode(errors="replace")])
+print(json.dumps(results))
+"""
 
 
-@pytest.mark.parametrize("args, needle", [
+def run_cli_each(argvs):
+    """[(exit code, stderr)] of `python -m purejaxppo.experiments.cli` run with each argv in turn."""
+    import json
+
+    done = subprocess.run([sys.executable, "-c", MODULE_RUNS, json.dumps(argvs)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [tuple(result) for result in json.loads(done.stdout.splitlines()[-1])]
+
+
+BAD_COMMANDS = [
     (["train", CARTPOLE, "--set", "num_minibatches=3"], "num_minibatches=3"),
     (["train", CARTPOLE, "--set", "clip_eps=0"], "clip_eps=0"),
     (["train", CARTPOLE, "--set", "gamma=2"], "gamma=2"),
@@ -112,19 +148,32 @@ def run_cli(*args, cwd=None):
     (["train", CARTPOLE, "--seeds", "0"], "--seeds=0"),
     (["train", CARTPOLE, "--max-parallel", "0"], "--max-parallel=0"),
     (["train", "configs/missing.yaml"], "file not found"),
-])
-def test_cli_bad_input_exits_2_without_traceback(args, needle):
-    result = run_cli(*args)
-    assert result.returncode == 2, result.stderr
-    assert needle in result.stderr
-    assert "Traceback" not in result.stderr
+]
 
 
-def test_cli_refuses_to_overwrite_a_run_folder(tmp_path):
-    (tmp_path / "metrics.csv").write_text("precious\n")
-    result = run_cli("train", CARTPOLE, "--out", str(tmp_path))
-    assert result.returncode == 2 and "--out" in result.stderr
-    assert (tmp_path / "metrics.csv").read_text() == "precious\n"
+@pytest.fixture(scope="module")
+def bad_commands_run(tmp_path_factory):
+    """Each of BAD_COMMANDS, then `train` into a run folder's --out, run by the module's command
+    line in one new process."""
+    taken = tmp_path_factory.mktemp("taken")
+    (taken / "metrics.csv").write_text("precious\n")
+    results = run_cli_each([args for args, _ in BAD_COMMANDS] + [["train", CARTPOLE, "--out", str(taken)]])
+    return results[:-1], (results[-1], taken)
+
+
+@pytest.mark.parametrize("case", range(len(BAD_COMMANDS)), ids=[needle for _, needle in BAD_COMMANDS])
+def test_cli_bad_input_exits_2_without_traceback(bad_commands_run, case):
+    code, stderr = bad_commands_run[0][case]
+    needle = BAD_COMMANDS[case][1]
+    assert code == 2, stderr
+    assert needle in stderr
+    assert "Traceback" not in stderr
+
+
+def test_cli_refuses_to_overwrite_a_run_folder(bad_commands_run):
+    (code, stderr), taken = bad_commands_run[1]
+    assert code == 2 and "--out" in stderr
+    assert (taken / "metrics.csv").read_text() == "precious\n"
 
 
 @pytest.mark.parametrize("name", ["cartpole", "acrobot", "pendulum", "minatar_breakout",

@@ -150,6 +150,7 @@ def test_results_that_cannot_fit_are_refused_before_compiling(monkeypatch):
         ShardedRuns(train, keys, memory_bytes=10_000)
 
 
+@pytest.mark.slow  # compiles the runs twice (vmapped, then in chunks): run by .ci/run after the default suite
 def test_too_many_runs_in_flight_are_refused_with_a_max_parallel_that_fits():
     import re
 

@@ -9,6 +9,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import purejaxppo as ppo
 from purejaxppo.envs import ActionSpace
@@ -170,6 +171,7 @@ def test_the_train_command_names_the_counts_in_its_table_and_summary(tmp_path, m
         "episodes never end, so there is no return to report"]
 
 
+@pytest.mark.slow  # compiles its own run; the counts: the test above, the command's lines: the endless ones
 def test_the_train_and_eval_commands_count_steps_whose_mask_allows_no_action(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     Path("c.yaml").write_text("env: test_runtime_counts:dead_ends\nnum_envs: 4\nnum_steps: 16\n"

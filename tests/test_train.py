@@ -54,6 +54,7 @@ def test_full_batch_single_epoch_clip_never_acts():
     assert np.all(np.asarray(a.metrics["clip_fraction"]) == 0.0)
 
 
+@pytest.mark.slow  # two more training programs; a sweep's runs are vmapped (test_sweep's long checks too)
 def test_vmapped_seeds_and_hparams_equal_single_runs(tiny):
     cfg, _ = tiny
     train = ppo.make_train(cfg)
