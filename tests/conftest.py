@@ -20,6 +20,61 @@ def pytest_configure(config):
     compile_cache.enable(os.environ["PUREJAXPPO_CACHE_DIR"])
 
 
+# `python -m MODULE ARGV` for each (argv, variables) in turn, in one new process (one start of
+# Python and JAX for them all): each with the variables added to the process's environment (and
+# taken away after), its exit code and what it wrote to the file descriptors named (2, or 1 and 2
+# as one stream; Python's lines and XLA's alike), an uncaught exception printed as Python prints
+# it at exit
+_MODULE_RUNS = """
+import json, os, runpy, sys, tempfile, traceback
+module, runs, streams = json.loads(sys.argv[1])
+results = []
+for argv, variables in runs:
+    sys.argv = [module, *argv]
+    environ = dict(os.environ)
+    os.environ.update(variables)
+    with tempfile.TemporaryFile() as held:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = {fd: os.dup(fd) for fd in streams}
+        for fd in streams:
+            os.dup2(held.fileno(), fd)
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else 0 if done.code is None else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
+            os.environ.clear()
+            os.environ.update(environ)
+        held.seek(0)
+        results.append([code, held.read().decode(errors="replace")])
+print("RESULTS " + json.dumps(results))
+"""
+
+
+def run_module_each(module: str, runs, streams=(2,), env=None, timeout=300) -> list:
+    """[(exit code, output)] of `python -m module argv` for each (argv, variables) of `runs`,
+    run one after the other in one new process (with `env`, default this one's)."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _MODULE_RUNS, json.dumps([module, runs, list(streams)])],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = [line for line in done.stdout.splitlines() if line.startswith("RESULTS ")][-1]
+    return [tuple(result) for result in json.loads(line[len("RESULTS "):])]
+
+
 def assert_trees_equal_to_float_rounding(actual, expected, atol=1e-7):
     """Two programs that compute the same numbers: integer and bool leaves exactly, float leaves to
     float32 rounding. jax 0.11's XLA may round one computation differently in two programs (its

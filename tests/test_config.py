@@ -1,12 +1,12 @@
 """Every bad input is caught before compiling, with a message naming field, value and rule."""
 
-import subprocess
 import sys
 
 import jax.numpy as jnp
 import pytest
 
 import purejaxppo as ppo
+from conftest import run_module_each
 from purejaxppo.config import ConfigError
 
 CARTPOLE = "configs/cartpole.yaml"
@@ -98,47 +98,6 @@ def test_continuous_env_accepts_log_std_init():
     assert ppo.make_env(cfg).action_space.kind == "continuous"
 
 
-# `python -m purejaxppo.experiments.cli ARGS` for each command line, one after the other in one new
-# process (one start of Python and JAX for all): its exit code and all it wrote to stderr (file
-# descriptor 2, as a terminal would show it: Python's lines and XLA's), an uncaught exception
-# printed as Python prints it at exit
-MODULE_RUNS = """
-import json, os, runpy, sys, tempfile, traceback
-results = []
-for argv in json.loads(sys.argv[1]):
-    sys.argv = ["purejaxppo.experiments.cli", *argv]
-    with tempfile.TemporaryFile() as held:
-        sys.stderr.flush()
-        saved = os.dup(2)
-        os.dup2(held.fileno(), 2)
-        try:
-            runpy.run_module("purejaxppo.experiments.cli", run_name="__main__", alter_sys=True)
-            code = 0
-        except SystemExit as done:
-            code = done.code if isinstance(done.code, int) else 1
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-        held.seek(0)
-        results.append([code, held.read().decode(errors="replace")])
-print(json.dumps(results))
-"""
-
-
-def run_cli_each(argvs):
-    """[(exit code, stderr)] of `python -m purejaxppo.experiments.cli` run with each argv in turn."""
-    import json
-
-    done = subprocess.run([sys.executable, "-c", MODULE_RUNS, json.dumps(argvs)], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return [tuple(result) for result in json.loads(done.stdout.splitlines()[-1])]
-
-
 BAD_COMMANDS = [
     (["train", CARTPOLE, "--set", "num_minibatches=3"], "num_minibatches=3"),
     (["train", CARTPOLE, "--set", "clip_eps=0"], "clip_eps=0"),
@@ -153,11 +112,12 @@ BAD_COMMANDS = [
 
 @pytest.fixture(scope="module")
 def bad_commands_run(tmp_path_factory):
-    """Each of BAD_COMMANDS, then `train` into a run folder's --out, run by the module's command
-    line in one new process."""
+    """`python -m purejaxppo.experiments.cli` with each of BAD_COMMANDS, then `train` into a run
+    folder's --out: (exit code, stderr) of each, run in one new process (conftest.run_module_each)."""
     taken = tmp_path_factory.mktemp("taken")
     (taken / "metrics.csv").write_text("precious\n")
-    results = run_cli_each([args for args, _ in BAD_COMMANDS] + [["train", CARTPOLE, "--out", str(taken)]])
+    results = run_module_each("purejaxppo.experiments.cli", [(args, {}) for args, _ in BAD_COMMANDS]
+                              + [(["train", CARTPOLE, "--out", str(taken)], {})])
     return results[:-1], (results[-1], taken)
 
 
