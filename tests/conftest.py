@@ -6,6 +6,13 @@ import tempfile
 import pytest
 
 
+# One command line's training, run (in this process) by tests in several files: its programs (the
+# runs' start, one update, the evaluation) compile once a session and load from the persistent
+# cache after. 2 seeds of the shipped cartpole.yaml, 4 updates of 64 steps, 2 evaluation episodes.
+CARTPOLE_RUN = ["configs/cartpole.yaml", "--seeds", "2", "--set", "num_steps=16", "--set", "total_timesteps=256",
+                "--eval-episodes", "2"]
+
+
 def pytest_configure(config):
     # the command line's persistent compilation cache: one fresh folder for this test session,
     # shared by the processes the tests start, never the user's own cache
