@@ -129,7 +129,10 @@ def test_building_an_env_leaves_no_mujoco_log_in_the_users_folder(tmp_path, monk
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("path", sorted(str(p) for p in __import__("pathlib").Path("configs/brax").glob("*.yaml")))
+# humanoid's and ant's models take seconds to build on a CPU: long checks
+@pytest.mark.parametrize("path", [
+    pytest.param(path, marks=pytest.mark.slow) if path.endswith(("humanoid.yaml", "ant.yaml")) else path
+    for path in sorted(str(p) for p in __import__("pathlib").Path("configs/brax").glob("*.yaml"))])
 def test_every_shipped_brax_config_is_valid(path):
     cfg = ppo.load_config(path)
     assert cfg.env.startswith("brax/") and cfg.normalize_obs
@@ -145,6 +148,11 @@ def test_a_replay_shows_one_whole_episode(tmp_path):
     html, total, steps = replay.render(cfg, state, jax.random.PRNGKey(1))
     assert "<html>" in html and "brax-viewer" in html
     assert 1 <= steps <= 50 and total == steps  # a reward of 1 for every step the pole stays up
+
+
+def test_a_replay_is_drawn_for_brax_alone():
+    from purejaxppo.experiments import replay
+
     with pytest.raises(ConfigError, match="replays are drawn for Brax"):
         replay.render(ppo.make_config({}), ppo.Learner(ppo.make_config({})).init(jax.random.PRNGKey(0)),
                       jax.random.PRNGKey(1))

@@ -37,7 +37,9 @@ def flat(result):
     return out
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+# pendulum's program (continuous actions; also trained here by test_train and test_normalize): a long check
+@pytest.mark.parametrize("case", [pytest.param(case, marks=pytest.mark.slow) if case == "pendulum" else case
+                                  for case in sorted(CASES)])
 def test_train_keeps_the_numbers_saved_before_the_learner_state(case):
     """tests/data/train_reference.npz (see make_train_reference.py for its history): parameters
     and losses agree to float rounding (optax's global-norm clip computes (g / norm) * max_norm

@@ -47,12 +47,6 @@ def test_a_masked_categorical_is_the_categorical_of_the_valid_actions_alone():
     assert np.all(np.asarray(grads)[~np.asarray(mask)] == 0)
 
 
-# the tests that train: the gymnax corridor's (the same guarantees through the adapter, compiled again)
-# run with the long checks; its untrained policy and make_policy run here
-NATIVE_HERE_GYMNAX_SLOW = pytest.mark.parametrize(
-    "corridor", ["native", pytest.param("gymnax", marks=pytest.mark.slow)], indirect=True)
-
-
 def taken_invalid(traj):
     """How many steps of a rollout took an action its mask ruled out."""
     allowed = np.take_along_axis(np.asarray(traj.action_mask), np.asarray(traj.action)[..., None], -1)[..., 0]
@@ -70,7 +64,7 @@ def test_an_untrained_masked_policy_never_takes_an_invalid_action_greedy_or_samp
     assert np.all(np.asarray(traj.reward) >= 0)  # an invalid action would be punished with -1
 
 
-@NATIVE_HERE_GYMNAX_SLOW
+@pytest.mark.slow  # two training programs per corridor: run by .ci/run after the default suite
 def test_training_with_the_mask_never_acts_invalidly_and_its_first_ratio_is_exactly_one(corridor):
     masked = ppo.make_config(dict(TINY, env=corridor))
     out = jax.jit(jax.vmap(ppo.make_train(masked, eval_episodes=8)))(jax.random.split(jax.random.PRNGKey(0), 2))
@@ -83,7 +77,7 @@ def test_training_with_the_mask_never_acts_invalidly_and_its_first_ratio_is_exac
     assert np.any(np.asarray(unmasked.evaluation["stochastic"]) < 0)
 
 
-@NATIVE_HERE_GYMNAX_SLOW
+@pytest.mark.slow  # a recurrent training program per corridor: run by .ci/run after the default suite
 def test_a_recurrent_masked_policy_replays_its_sequences(corridor):
     cfg = ppo.make_config(dict(TINY, env=corridor, policy="gru", gru_size=8, hidden_sizes=[8]))
     learner = ppo.Learner(cfg)
@@ -105,6 +99,7 @@ def test_make_policy_takes_the_mask(corridor):
     assert int(policy(obs[0], mask=only[1])) == 1
 
 
+@pytest.mark.slow  # Jumanji's Knapsack compiled: run by .ci/run after the default suite
 def test_jumanji_adapters_expose_their_masks():
     pytest.importorskip("jumanji")
     snake = envs.make_env(ppo.make_config(dict(TINY, env="jumanji/Snake-v1")))

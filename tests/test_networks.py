@@ -100,6 +100,7 @@ def test_a_module_given_from_python_is_checked_as_the_learner_is_built():
         ppo.Learner(cfg, network=lambda obs: obs)
 
 
+@pytest.mark.slow  # a training program of its own: run by .ci/run after the default suite
 def test_a_recurrent_user_module_with_a_pytree_memory_replays_its_sequences():
     """An LSTM whose carry is a pair: the rollout keeps each env's memory in the agent
     state, and the update replays whole sequences from it: the first minibatch's ratio is
@@ -119,6 +120,7 @@ def test_a_recurrent_user_module_with_a_pytree_memory_replays_its_sequences():
     assert policy(jnp.zeros((2, 4))).shape == (2,) and isinstance(policy.carry, tuple)
 
 
+@pytest.mark.slow  # a training program of its own: run by .ci/run after the default suite
 def test_a_continuous_user_module_gives_means_and_the_library_keeps_the_log_std():
     cfg = ppo.make_config(dict(TINY, env="Pendulum-v1", log_std_init=-0.5))
     out = jax.jit(ppo.make_train(cfg, network=user_networks.TwoTowers(1, width=8)))(jax.random.PRNGKey(0))
@@ -128,6 +130,7 @@ def test_a_continuous_user_module_gives_means_and_the_library_keeps_the_log_std(
     assert np.all(np.isfinite(np.asarray(out.metrics["total_loss"])))
 
 
+@pytest.mark.slow  # a training program of its own: run by .ci/run after the default suite
 def test_an_nnx_module_is_accepted_through_flax_bridge():
     from flax import nnx
     from flax.nnx import bridge
@@ -160,6 +163,7 @@ def test_the_cnn_convolution_is_flax_convolution_with_the_same_parameters(kernel
     np.testing.assert_allclose(ours.apply(params, x), theirs.apply(params, x), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow  # a training program of its own: run by .ci/run after the default suite
 def test_a_cnn_torso_reads_image_observations_in_their_shape():
     """MinAtar's [10, 10, 4] image: two VALID 3x3 convolutions (10 -> 8 -> 6), flattened
     (6 * 6 * 32) into the separate actor and critic MLPs; observation statistics per pixel

@@ -44,6 +44,7 @@ def test_metric_shapes_and_first_minibatch_ratio_is_one(tiny):
     assert int(out.state.updates_done) == U
 
 
+@pytest.mark.slow  # a training program of its own (test_sweep's clip_epochs study: also slow)
 def test_full_batch_single_epoch_clip_never_acts():
     cfg = ppo.make_config({**TINY, "num_minibatches": 1, "update_epochs": 1})
     train = jax.jit(ppo.make_train(cfg))
