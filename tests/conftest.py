@@ -6,6 +6,12 @@ import tempfile
 import pytest
 
 
+# One tiny CartPole config for the tests that train it in this process (test_learner, test_train):
+# `jax.jit(ppo.make_train(cfg))` of it is one program, compiled once a session. 6 updates of 4 envs x
+# 16 steps, 2 epochs of 2 minibatches; episodes cut at 40 steps.
+TINY_CARTPOLE = dict(env="CartPole-v1", num_envs=4, num_steps=16, num_minibatches=2, update_epochs=2,
+                     total_timesteps=4 * 16 * 6, env_params={"max_steps_in_episode": 40})
+
 # One command line's training, run (in this process) by tests in several files: its programs (the
 # runs' start, one update, the evaluation) compile once a session and load from the persistent
 # cache after. 2 seeds of the shipped cartpole.yaml, 4 updates of 64 steps, 2 evaluation episodes.

@@ -37,7 +37,9 @@ def _stopping_compile(monkeypatch):
     return original
 
 
-@pytest.mark.parametrize("out", ["given", "default", "empty"])
+# --out given here; the default folder (runs/) and an --out that was there, empty: long checks
+@pytest.mark.parametrize("out", ["given", pytest.param("default", marks=pytest.mark.slow),
+                                 pytest.param("empty", marks=pytest.mark.slow)])
 def test_ctrl_c_while_compiling_leaves_no_folder_and_the_same_command_runs(out, tmp_path, monkeypatch, capsys, exits):
     monkeypatch.chdir(tmp_path)
     Path("c.yaml").write_text(BASE)

@@ -205,6 +205,7 @@ def test_a_users_own_networks_feedforward_and_with_a_pair_as_memory(tmp_path, fo
         np.testing.assert_array_equal(action, np.asarray(policy(obs)))
 
 
+@pytest.mark.slow  # two more exports (the command's --outputs all, of an MLP, is checked here)
 @pytest.mark.parametrize("format", FORMATS)
 def test_outputs_all_adds_the_heads_and_the_value_after_the_action(tmp_path, format):
     cfg = tiny(env="MemoryChain-bsuite", policy="gru", gru_size=8, hidden_sizes=[8])

@@ -12,14 +12,13 @@ import optax
 import pytest
 
 import purejaxppo as ppo
-from conftest import assert_trees_equal_to_float_rounding
+from conftest import TINY_CARTPOLE, assert_trees_equal_to_float_rounding
 from purejaxppo.train import learning_rate, make_optimizer
 
 sys.path.insert(0, str(Path(__file__).parent / "data"))
 from make_train_reference import CASES  # noqa: E402
 
-TINY = dict(env="CartPole-v1", num_envs=4, num_steps=16, num_minibatches=2, update_epochs=2,
-            total_timesteps=4 * 16 * 6, env_params={"max_steps_in_episode": 40})
+TINY = TINY_CARTPOLE
 
 
 # run-time counts the reference file predates (tests/test_runtime_counts.py)
@@ -143,7 +142,8 @@ def test_the_unmasked_epochs_of_known_hyperparameters_equal_the_masked_path():
 
 
 def test_learning_rate_anneals_linearly_to_zero_at_the_end_of_the_run():
-    cfg = ppo.make_config(TINY)  # (the traced program: test_run_in_chunks_equals_run_in_one_piece_bit_for_bit's)
+    # (the traced program: test_run_in_chunks_equals_run_in_one_piece_bit_for_bit's; the other: test_train's tiny)
+    cfg = ppo.make_config(TINY)
     train = jax.jit(ppo.make_train(cfg))
     out = train(jax.random.PRNGKey(0))
     U, lr = cfg.num_updates, cfg.lr

@@ -53,6 +53,8 @@ def taken_invalid(traj):
     return int(np.sum(~allowed))
 
 
+# the gymnax corridor's rollouts (its adapter's mask: test_user_edges too) are long checks
+@pytest.mark.parametrize("corridor", ["native", pytest.param("gymnax", marks=pytest.mark.slow)], indirect=True)
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_an_untrained_masked_policy_never_takes_an_invalid_action_greedy_or_sampled(corridor, deterministic):
     learner = ppo.Learner(ppo.make_config(dict(TINY, env=corridor)))

@@ -65,12 +65,13 @@ def test_a_user_module_given_to_make_train_is_the_network_trained_and_acted_with
 
 
 def test_a_user_module_from_the_config_is_imported_built_with_its_kwargs_and_recorded():
-    cfg = ppo.make_config(dict(TINY, network="user_networks:two_towers", network_kwargs={"width": 8}))
+    # the module of the test above, named by the config: the same program (compiled once)
+    cfg = ppo.make_config(dict(TINY, network="user_networks:two_towers", network_kwargs={"width": 16}))
     assert cfg.to_dict()["network"] == "user_networks:two_towers"
-    assert cfg.to_dict()["network_kwargs"] == {"width": 8}
-    state, metrics = jax.jit(ppo.Learner(cfg).run)(ppo.Learner(cfg).init(jax.random.PRNGKey(1)))
-    assert state.params["params"]["v_1"]["kernel"].shape == (8, 8)
-    assert np.all(np.asarray(metrics["first_minibatch_ratio_error"]) == 0)
+    assert cfg.to_dict()["network_kwargs"] == {"width": 16}
+    out = jax.jit(ppo.make_train(cfg, eval_episodes=2))(jax.random.PRNGKey(1))
+    assert out.state.params["params"]["v_1"]["kernel"].shape == (16, 16)
+    assert np.all(np.asarray(out.metrics["first_minibatch_ratio_error"]) == 0)
 
 
 @pytest.mark.parametrize("values, message", [

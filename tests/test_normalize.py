@@ -59,6 +59,7 @@ def test_rewards_are_divided_by_the_std_of_the_discounted_return():
         np.testing.assert_allclose(scaler.discounted_return, g, rtol=1e-5)
 
 
+@pytest.mark.slow  # a training program of its own (the statistics' counts after training: test_checkpoint's too)
 def test_a_normalised_learner_keeps_the_first_ratio_at_one_and_counts_every_observation():
     cfg = ppo.make_config(dict(env="Pendulum-v1", num_envs=4, num_steps=16, num_minibatches=2, update_epochs=2,
                                total_timesteps=4 * 16 * 3, normalize_obs=True, normalize_reward=True))

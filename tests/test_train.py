@@ -7,23 +7,23 @@ import numpy as np
 import pytest
 
 import purejaxppo as ppo
-from conftest import assert_trees_equal_to_float_rounding
+from conftest import TINY_CARTPOLE, assert_trees_equal_to_float_rounding
 from purejaxppo.agent import make_agent
 
 TINY = dict(env="CartPole-v1", num_envs=4, num_steps=16, num_minibatches=4, update_epochs=4,
             total_timesteps=4 * 16 * 5)
-# the time limit that test_evaluation_of_the_final_policy bounds the returns by: the module's
-# one trained run (the tiny fixture) is that test's training without evaluation too
-EVALUATED = dict(TINY, env_params={"max_steps_in_episode": 50})
 
 
 def run(cfg, seed=0, hparams=None):
     return jax.jit(ppo.make_train(cfg))(jax.random.PRNGKey(seed), hparams)
 
 
+# the module's one trained run: conftest's tiny config (one program with test_learner's), whose
+# time limit test_evaluation_of_the_final_policy bounds the returns by; that test's training
+# without the evaluation
 @pytest.fixture(scope="module")
 def tiny():
-    cfg = ppo.make_config(EVALUATED)
+    cfg = ppo.make_config(TINY_CARTPOLE)
     return cfg, run(cfg)
 
 
@@ -38,7 +38,7 @@ def test_metric_shapes_and_first_minibatch_ratio_is_one(tiny):
     assert np.all(np.asarray(m["clip_cases"]).sum(axis=(1, 2)) == cfg.batch_size)
     # the first minibatch of every update sees the policy that collected the data
     assert np.all(np.asarray(m["first_minibatch_ratio_error"]) == 0.0)
-    assert np.all(np.asarray(m["epochs_run"]) == 4)
+    assert np.all(np.asarray(m["epochs_run"]) == cfg.update_epochs)
     # later epochs move the policy: KL is positive after the first epoch
     assert np.all(np.asarray(m["kl_k3"])[:, 1:] > 0)
     assert int(out.state.updates_done) == U
@@ -135,7 +135,8 @@ def test_evaluation_of_the_final_policy(tiny):
     det, sto = np.asarray(out.evaluation["deterministic"]), np.asarray(out.evaluation["stochastic"])
     assert det.shape == sto.shape == (6,)
     # CartPole gives 1 per step, so an episode's return is its length: within the time limit
-    assert np.all((det >= 1) & (det <= 50)) and np.all((sto >= 1) & (sto <= 50))
+    limit = cfg.env_params["max_steps_in_episode"]
+    assert np.all((det >= 1) & (det <= limit)) and np.all((sto >= 1) & (sto <= limit))
     # the same evaluation by hand: fresh episodes, greedy actions, one episode each
     from purejaxppo.evaluate import evaluate
     learner = ppo.Learner(cfg)
