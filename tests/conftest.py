@@ -6,10 +6,86 @@ import tempfile
 import pytest
 
 
+# One tiny CartPole config for the tests that train it in this process (test_learner, test_train):
+# `jax.jit(ppo.make_train(cfg))` of it is one program, compiled once a session. 6 updates of 4 envs x
+# 16 steps, 2 epochs of 2 minibatches; episodes cut at 40 steps.
+TINY_CARTPOLE = dict(env="CartPole-v1", num_envs=4, num_steps=16, num_minibatches=2, update_epochs=2,
+                     total_timesteps=4 * 16 * 6, env_params={"max_steps_in_episode": 40})
+
+# One command line's training, run (in this process) by tests in several files: its programs (the
+# runs' start, one update, the evaluation) compile once a session and load from the persistent
+# cache after. 2 seeds of the shipped cartpole.yaml, 4 updates of 64 steps, 2 evaluation episodes.
+CARTPOLE_RUN = ["configs/cartpole.yaml", "--seeds", "2", "--set", "num_steps=16", "--set", "total_timesteps=256",
+                "--eval-episodes", "2"]
+
+
 def pytest_configure(config):
     # the command line's persistent compilation cache: one fresh folder for this test session,
     # shared by the processes the tests start, never the user's own cache
     os.environ["PUREJAXPPO_CACHE_DIR"] = tempfile.mkdtemp(prefix="purejaxppo-test-cache-")
+    # ... and by this process, from before its first compile (JAX decides once whether to use it):
+    # the tests' many programs that are the same (one tiny config, trained by several tests, or a
+    # run folder the command line trains again) compile once per session, then load in about 1 s
+    # instead of 5-10 s. The package's own thresholds, as `purejaxppo train` (run in this process
+    # by many tests) sets them again: tiny programs are not worth a file.
+    from purejaxppo.experiments import compile_cache
+
+    compile_cache.enable(os.environ["PUREJAXPPO_CACHE_DIR"])
+
+
+# `python -m MODULE ARGV` for each (argv, variables) in turn, in one new process (one start of
+# Python and JAX for them all): each with the variables added to the process's environment (and
+# taken away after), its exit code and what it wrote to the file descriptors named (2, or 1 and 2
+# as one stream; Python's lines and XLA's alike), an uncaught exception printed as Python prints
+# it at exit
+_MODULE_RUNS = """
+import json, os, runpy, sys, tempfile, traceback
+module, runs, streams = json.loads(sys.argv[1])
+results = []
+for argv, variables in runs:
+    sys.argv = [module, *argv]
+    environ = dict(os.environ)
+    os.environ.update(variables)
+    with tempfile.TemporaryFile() as held:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = {fd: os.dup(fd) for fd in streams}
+        for fd in streams:
+            os.dup2(held.fileno(), fd)
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else 0 if done.code is None else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
+            os.environ.clear()
+            os.environ.update(environ)
+        held.seek(0)
+        results.append([code, held.read().decode(errors="replace")])
+print("RESULTS " + json.dumps(results))
+"""
+
+
+def run_module_each(module: str, runs, streams=(2,), env=None, timeout=300) -> list:
+    """[(exit code, output)] of `python -m module argv` for each (argv, variables) of `runs`,
+    run one after the other in one new process (with `env`, default this one's)."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _MODULE_RUNS, json.dumps([module, runs, list(streams)])],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = [line for line in done.stdout.splitlines() if line.startswith("RESULTS ")][-1]
+    return [tuple(result) for result in json.loads(line[len("RESULTS "):])]
 
 
 def assert_trees_equal_to_float_rounding(actual, expected, atol=1e-7):

@@ -1,6 +1,7 @@
 """Brax behind the environment protocol: our own episode handling (time limit -> truncated and
 bootstrapped, the environment's done -> terminated, not), fresh resets, the settings' checks,
-and learning on `fast` (CPU compiles of Brax are slow: these tests use `fast` and `spring`)."""
+and learning on `fast` (CPU compiles of Brax are slow: these tests use `fast` and `spring`; those
+that compile a rollout of `inverted_pendulum` or train are long checks, `-m slow`)."""
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +40,7 @@ def pendulum_rollouts():
     return run(short, push(0.0), 2, 10)[3], run(long, push(3.0), 2, 40)[3]
 
 
+@pytest.mark.slow  # compiles Brax rollouts: run by .ci/run after the default suite
 def test_the_time_limit_truncates_and_the_environments_done_terminates(pendulum_rollouts):
     limited, toppled = pendulum_rollouts
     np.testing.assert_array_equal(limited.truncated[:, 0], [0, 0, 0, 1, 0, 0, 0, 1, 0, 0])
@@ -48,6 +50,7 @@ def test_the_time_limit_truncates_and_the_environments_done_terminates(pendulum_
     assert 2 < end < 39 and int(toppled.episode_length[end, 0]) == end + 1
 
 
+@pytest.mark.slow  # compiles Brax rollouts: run by .ci/run after the default suite
 def test_a_truncated_step_is_bootstrapped_and_a_terminated_one_is_not(pendulum_rollouts):
     gamma = 0.9
     for traj in pendulum_rollouts:
@@ -62,6 +65,7 @@ def test_a_truncated_step_is_bootstrapped_and_a_terminated_one_is_not(pendulum_r
     np.testing.assert_array_equal(limited.final_obs[2], limited.obs[3])
 
 
+@pytest.mark.slow  # compiles Brax rollouts: run by .ci/run after the default suite
 def test_slots_that_reset_together_start_from_different_fresh_states(pendulum_rollouts):
     limited, _ = pendulum_rollouts
     starts = np.asarray(limited.obs)[[0, 4, 8]]  # both slots restart at steps 4 and 8
@@ -107,6 +111,7 @@ def test_bad_brax_settings_are_refused_naming_the_field(values, field, words):
     assert error.value.field == field
 
 
+@pytest.mark.slow  # trains on Brax: run by .ci/run after the default suite
 @pytest.mark.parametrize("squash", ["clip", "tanh"])
 def test_fast_learns_to_push_forward(squash):
     """The optimum is 143.1 (push forward at every step of the 128-step episode); a policy
@@ -124,12 +129,16 @@ def test_building_an_env_leaves_no_mujoco_log_in_the_users_folder(tmp_path, monk
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("path", sorted(str(p) for p in __import__("pathlib").Path("configs/brax").glob("*.yaml")))
+# humanoid's and ant's models take seconds to build on a CPU: long checks
+@pytest.mark.parametrize("path", [
+    pytest.param(path, marks=pytest.mark.slow) if path.endswith(("humanoid.yaml", "ant.yaml")) else path
+    for path in sorted(str(p) for p in __import__("pathlib").Path("configs/brax").glob("*.yaml"))])
 def test_every_shipped_brax_config_is_valid(path):
     cfg = ppo.load_config(path)
     assert cfg.env.startswith("brax/") and cfg.normalize_obs
 
 
+@pytest.mark.slow  # compiles Brax rollouts: run by .ci/run after the default suite
 def test_a_replay_shows_one_whole_episode(tmp_path):
     from purejaxppo.experiments import replay
     from purejaxppo.gate import gate
@@ -140,6 +149,12 @@ def test_a_replay_shows_one_whole_episode(tmp_path):
     html, total, steps = replay.render(bundle, state, jax.random.PRNGKey(1))
     assert "<html>" in html and "brax-viewer" in html
     assert 1 <= steps <= 50 and total == steps  # a reward of 1 for every step the pole stays up
+
+
+def test_a_replay_is_drawn_for_brax_alone():
+    from purejaxppo.experiments import replay
+    from purejaxppo.gate import gate
+
     with pytest.raises(ConfigError, match="replays are drawn for Brax"):
         replay.render(gate({}), ppo.Learner(gate({})).init(jax.random.PRNGKey(0)), jax.random.PRNGKey(1))
 

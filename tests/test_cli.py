@@ -9,14 +9,15 @@ import numpy as np
 import pytest
 
 import purejaxppo as ppo
+from conftest import CARTPOLE_RUN
 from purejaxppo.experiments.cli import main
 
 
 def test_train_writes_a_complete_run_folder(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a shipped config is found by name from any folder
     out = tmp_path / "run"
-    code = main(["train", "cartpole", "--seeds", "2", "--set", "num_steps=16",
-                 "--set", "total_timesteps=256", "--out", str(out), "--tensorboard"])
+    # the shipped config by name (CARTPOLE_RUN names its file): the same programs
+    code = main(["train", "cartpole", *CARTPOLE_RUN[1:], "--out", str(out), "--tensorboard"])
     assert code == 0
     printed = capsys.readouterr().out
     assert "final episode return" in printed and "compile time" in printed

@@ -1,12 +1,12 @@
 """Every bad input is caught before compiling, with a message naming field, value and rule."""
 
-import subprocess
 import sys
 
 import jax.numpy as jnp
 import pytest
 
 import purejaxppo as ppo
+from conftest import run_module_each
 from purejaxppo.config import ConfigError
 
 CARTPOLE = "configs/cartpole.yaml"
@@ -98,12 +98,7 @@ def test_continuous_env_accepts_log_std_init():
     assert ppo.make_env(cfg).action_space.kind == "continuous"
 
 
-def run_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "purejaxppo.experiments.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=120)
-
-
-@pytest.mark.parametrize("args, needle", [
+BAD_COMMANDS = [
     (["train", CARTPOLE, "--set", "num_minibatches=3"], "num_minibatches=3"),
     (["train", CARTPOLE, "--set", "clip_eps=0"], "clip_eps=0"),
     (["train", CARTPOLE, "--set", "gamma=2"], "gamma=2"),
@@ -112,19 +107,33 @@ def run_cli(*args, cwd=None):
     (["train", CARTPOLE, "--seeds", "0"], "--seeds=0"),
     (["train", CARTPOLE, "--max-parallel", "0"], "--max-parallel=0"),
     (["train", "configs/missing.yaml"], "file not found"),
-])
-def test_cli_bad_input_exits_2_without_traceback(args, needle):
-    result = run_cli(*args)
-    assert result.returncode == 2, result.stderr
-    assert needle in result.stderr
-    assert "Traceback" not in result.stderr
+]
 
 
-def test_cli_refuses_to_overwrite_a_run_folder(tmp_path):
-    (tmp_path / "metrics.csv").write_text("precious\n")
-    result = run_cli("train", CARTPOLE, "--out", str(tmp_path))
-    assert result.returncode == 2 and "--out" in result.stderr
-    assert (tmp_path / "metrics.csv").read_text() == "precious\n"
+@pytest.fixture(scope="module")
+def bad_commands_run(tmp_path_factory):
+    """`python -m purejaxppo.experiments.cli` with each of BAD_COMMANDS, then `train` into a run
+    folder's --out: (exit code, stderr) of each, run in one new process (conftest.run_module_each)."""
+    taken = tmp_path_factory.mktemp("taken")
+    (taken / "metrics.csv").write_text("precious\n")
+    results = run_module_each("purejaxppo.experiments.cli", [(args, {}) for args, _ in BAD_COMMANDS]
+                              + [(["train", CARTPOLE, "--out", str(taken)], {})])
+    return results[:-1], (results[-1], taken)
+
+
+@pytest.mark.parametrize("case", range(len(BAD_COMMANDS)), ids=[needle for _, needle in BAD_COMMANDS])
+def test_cli_bad_input_exits_2_without_traceback(bad_commands_run, case):
+    code, stderr = bad_commands_run[0][case]
+    needle = BAD_COMMANDS[case][1]
+    assert code == 2, stderr
+    assert needle in stderr
+    assert "Traceback" not in stderr
+
+
+def test_cli_refuses_to_overwrite_a_run_folder(bad_commands_run):
+    (code, stderr), taken = bad_commands_run[1]
+    assert code == 2 and "--out" in stderr
+    assert (taken / "metrics.csv").read_text() == "precious\n"
 
 
 @pytest.mark.parametrize("name", ["cartpole", "acrobot", "pendulum", "minatar_breakout",

@@ -37,7 +37,9 @@ def _stopping_compile(monkeypatch):
     return original
 
 
-@pytest.mark.parametrize("out", ["given", "default", "empty"])
+# --out given here; the default folder (runs/) and an --out that was there, empty: long checks
+@pytest.mark.parametrize("out", ["given", pytest.param("default", marks=pytest.mark.slow),
+                                 pytest.param("empty", marks=pytest.mark.slow)])
 def test_ctrl_c_while_compiling_leaves_no_folder_and_the_same_command_runs(out, tmp_path, monkeypatch, capsys, exits):
     monkeypatch.chdir(tmp_path)
     Path("c.yaml").write_text(BASE)
@@ -91,6 +93,7 @@ def test_summary_md_is_never_written_when_the_final_checkpoint_is_not_saved(tmp_
                        "saved, so nothing can resume it; the results written beside it are this run's"), err
 
 
+@pytest.mark.slow  # trains an environment of its own through the command line: run by .ci/run after the default suite
 def test_an_import_path_env_gives_a_folder_name_without_a_colon_and_a_missing_module_says_what_to_do(
         tmp_path, monkeypatch, capsys):
     home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
@@ -161,7 +164,8 @@ def test_a_checkpoint_written_before_a_metric_existed_resumes_with_it_zero(tmp_p
 
     monkeypatch.chdir(tmp_path)
     Path("c.yaml").write_text(BASE)
-    assert main(["train", "c.yaml", "--out", "o", "--checkpoint-every", "5", "--eval-episodes", "1"]) == 0
+    # a checkpoint after every update: the programs of the runs above (one update a chunk), compiled once
+    assert main(["train", "c.yaml", "--out", "o", "--checkpoint-every", "1", "--eval-episodes", "1"]) == 0
     for done in ["checkpoints/10", *(p.name for p in Path("o").iterdir() if p.is_file() and p.name != "config.yaml")]:
         shutil.rmtree(Path("o") / done) if (Path("o") / done).is_dir() else (Path("o") / done).unlink()
     restore = Checkpoints.restore

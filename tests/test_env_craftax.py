@@ -1,7 +1,8 @@
 """Craftax behind the environment protocol: flat float32 observations, the time limit
 (truncated, bootstrapped) told apart from death (terminated, not), the names and settings'
 checks, and a tiny training run. Craftax compiles slowly on a CPU (a vmapped Classic step
-takes about 8 s): the episode tests share one compiled scan."""
+takes about 8 s): the episode tests share one compiled scan, and are long checks (`-m slow`), as
+is the training run; the names, settings and the environments' shapes (traced) are checked here."""
 
 import jax
 import jax.numpy as jnp
@@ -43,6 +44,7 @@ def episodes():
     return env, jax.jit(run)(jax.random.PRNGKey(0))
 
 
+@pytest.mark.slow  # the compiled Classic episodes (about 20 s on a 2-core CPU)
 def test_reset_and_step_give_flat_float32_observations_and_bool_flags(episodes):
     env, (first_obs, (obs, reward, terminated, truncated, info), _) = episodes
     assert (env.obs_size, env.action_space.kind, env.action_space.num_actions) == (1345, "discrete", 17)
@@ -54,6 +56,7 @@ def test_reset_and_step_give_flat_float32_observations_and_bool_flags(episodes):
     assert np.all(np.isfinite(obs)) and np.all((obs >= 0) & (obs <= 1))  # Craftax's Box(0, 1)
 
 
+@pytest.mark.slow  # the compiled Classic episodes (about 20 s on a 2-core CPU)
 def test_the_time_limit_truncates_and_death_terminates(episodes):
     _, (_, (_, _, terminated, truncated, _), _) = episodes
     np.testing.assert_array_equal(truncated[:, 0], [0, 0, 0, 0, 1])  # alive at the time limit
@@ -77,6 +80,7 @@ def test_make_env_builds_both_offered_environments_with_their_time_limits():
         ((8268,), jnp.float32, (8268,), jnp.float32, jnp.bool_, jnp.bool_)
 
 
+@pytest.mark.slow  # the compiled Classic episodes (about 20 s on a 2-core CPU)
 def test_achievements_are_readable_from_the_raw_state(episodes):
     env, (_, _, unlocked) = episodes
     assert len(env.achievement_names) == 22 and env.achievement_names[0] == "collect_wood"

@@ -52,6 +52,7 @@ def test_snake_gives_flat_float32_observations_with_the_action_mask_last():
     assert int(state.steps) == 1 and int(state.env_state.step_count) == 1  # the raw step: no reset
 
 
+@pytest.mark.slow  # two compiled Snake episodes: run by .ci/run after the default suite
 def test_the_time_limit_truncates_and_a_crash_terminates():
     limited = ppo.make_env(ppo.make_config({"env": SNAKE, "env_params": {"time_limit": 3}}))
     assert limited.max_episode_steps == 3

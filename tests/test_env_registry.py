@@ -12,6 +12,8 @@ from purejaxppo import envs
 from purejaxppo.errors import ConfigError
 
 TINY = dict(num_envs=4, num_steps=16, num_minibatches=2, update_epochs=2, total_timesteps=4 * 16 * 3)
+# one corridor, whichever way it is named (registered, an import path, an entry point): one program, compiled once
+LENGTH = {"length": 5}
 
 
 def short_run(cfg):
@@ -22,7 +24,7 @@ def short_run(cfg):
 
 def test_a_registered_environment_trains_with_its_parameters(registry):
     registry.register("corridor", user_envs.corridor)
-    cfg = ppo.make_config(dict(TINY, env="corridor", env_params={"length": 5}))
+    cfg = ppo.make_config(dict(TINY, env="corridor", env_params=LENGTH))
     learner, _, metrics = short_run(cfg)
     assert learner.env.obs_shape == (5,) and learner.env.action_space.num_actions == 3
     assert np.all(np.asarray(metrics["first_minibatch_ratio_error"]) == 0)
@@ -32,8 +34,8 @@ def test_a_registered_environment_trains_with_its_parameters(registry):
 
 
 def test_an_import_path_names_an_environment_and_a_gymnax_environment_is_adapted():
-    learner, _, metrics = short_run(ppo.make_config(dict(TINY, env="user_envs:corridor")))
-    assert learner.env.max_episode_steps == 20
+    learner, _, metrics = short_run(ppo.make_config(dict(TINY, env="user_envs:corridor", env_params=LENGTH)))
+    assert learner.env.max_episode_steps == 20 and learner.env.obs_shape == (5,)
     gym = ppo.Learner(ppo.make_config(dict(TINY, env="user_envs:gymnax_cartpole")))
     builtin = ppo.Learner(ppo.make_config(dict(TINY, env="CartPole-v1")))
     assert (gym.env.obs_shape, gym.env.action_space, gym.env.max_episode_steps) == (
@@ -51,8 +53,8 @@ def test_an_installed_package_offers_environments_through_its_entry_point(tmp_pa
     (info / "entry_points.txt").write_text("[purejaxppo.envs]\ntheir-corridor = their_envs:make\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert "their-corridor" in envs.registered()
-    learner, _, _ = short_run(ppo.make_config(dict(TINY, env="their-corridor", env_params={"length": 4})))
-    assert learner.env.obs_shape == (4,)
+    learner, _, _ = short_run(ppo.make_config(dict(TINY, env="their-corridor", env_params=LENGTH)))
+    assert learner.env.obs_shape == (5,)
 
 
 @pytest.mark.parametrize("name, message", [

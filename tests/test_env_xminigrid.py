@@ -48,6 +48,7 @@ def test_reset_and_step_give_float32_views_of_their_shape_and_bool_flags():
     assert int(state.state.step_num) == 1  # the raw step: no reset
 
 
+@pytest.mark.slow  # three compiled episodes (about 10 s on a 2-core CPU): run by .ci/run after the default suite
 def test_the_time_limit_truncates_and_the_goal_terminates():
     turning = ppo.make_env(ppo.make_config({"env": EMPTY, "env_params": {"max_steps": 3}}))
     assert turning.max_episode_steps == 3

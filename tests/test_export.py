@@ -146,6 +146,7 @@ def test_pendulum_continuous_normalised_within_1e4_with_the_statistics_baked_in(
     assert np.abs(unnormalised - want).max() > 0.1  # so the statistics are what made the actions equal
 
 
+@pytest.mark.slow  # compiles and exports policies of their own: run by .ci/run after the default suite
 @pytest.mark.parametrize("format", FORMATS)
 def test_cnn_torso_on_image_observations(tmp_path, format):
     cfg = tiny(env="Breakout-MinAtar", torso="cnn", cnn_channels=[8, 8], hidden_sizes=[32])
@@ -180,6 +181,7 @@ def test_a_masked_policy_takes_the_mask_after_the_observation_and_honours_it(tmp
     assert np.all(mask[np.arange(N), action]) and np.all(action != free)
 
 
+@pytest.mark.slow  # compiles and exports policies of their own: run by .ci/run after the default suite
 @pytest.mark.parametrize("format", FORMATS)
 def test_a_users_own_networks_feedforward_and_with_a_pair_as_memory(tmp_path, format):
     cfg = tiny()
@@ -203,6 +205,7 @@ def test_a_users_own_networks_feedforward_and_with_a_pair_as_memory(tmp_path, fo
         np.testing.assert_array_equal(action, np.asarray(policy(obs)))
 
 
+@pytest.mark.slow  # two more exports (the command's --outputs all, of an MLP, is checked here)
 @pytest.mark.parametrize("format", FORMATS)
 def test_outputs_all_adds_the_heads_and_the_value_after_the_action(tmp_path, format):
     cfg = tiny(env="MemoryChain-bsuite", policy="gru", gru_size=8, hidden_sizes=[8])

@@ -15,13 +15,13 @@ import time
 import pytest
 import yaml
 
+from conftest import CARTPOLE_RUN
 from purejaxppo.experiments import checkpoint, cli, folder as folder_module, live, report, request
 from purejaxppo.experiments.cli import main
 from purejaxppo.experiments.faults import STOP_SIGNALS, Stopped, deferred, stop_signals
 
 # 2 seeds x 4 updates, a checkpoint after each
-RUN = ["train", "configs/cartpole.yaml", "--seeds", "2", "--set", "num_steps=16", "--set", "total_timesteps=256",
-       "--eval-episodes", "2", "--checkpoint-every", "1"]
+RUN = ["train", *CARTPOLE_RUN, "--checkpoint-every", "1"]
 RESULTS = ("metrics.csv", "summary.json", "learning_curve.png", "summary.md")
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import assert_metrics_csv_within_rounding
+from conftest import assert_metrics_csv_within_rounding, run_module_each
 
 TINY = ["train", "cartpole", "--seeds", "2", "--set", "total_timesteps=512", "--set", "num_envs=4",
         "--set", "num_steps=16", "--eval-episodes", "2", "--no-cache"]
@@ -54,7 +54,7 @@ def errors(output):
     return [line for line in output.splitlines() if line.startswith("purejaxppo: error:")]
 
 
-@pytest.mark.parametrize("variables, says", [
+BAD_VARIABLES = [
     ({"JAX_COORDINATOR_ADDRESS": "no-port-here", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"},
      "JAX_COORDINATOR_ADDRESS='no-port-here': must be host:port"),
     ({"JAX_COORDINATOR_ADDRESS": "127.0.0.1:99999", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"},
@@ -73,14 +73,30 @@ def errors(output):
      "JAX_COORDINATOR_ADDRESS: must be set with JAX_NUM_PROCESSES (no cluster detected to tell it)"),
     ({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "2"}, "SLURM_PROCID: must be set with SLURM_JOB_ID and SLURM_NTASKS=2"),
     ({"PUREJAXPPO_CLUSTER": "maybe"}, "PUREJAXPPO_CLUSTER='maybe': must be on or off"),
-])
-@pytest.mark.timeout(120)
-def test_bad_process_variables_are_one_line_and_exit_2_with_no_folder(tmp_path, variables, says):
-    [(code, output)] = start([[*TINY, "--out", str(tmp_path / "run")]], [_env(**variables)], timeout=100)
+]
+
+
+@pytest.fixture(scope="module")
+def bad_variables_run(tmp_path_factory):
+    """`python -m purejaxppo.experiments.cli` started with each of BAD_VARIABLES (in the environment
+    of _env()): (exit code, stdout and stderr as one, the --out it was given) of each, run one after
+    the other in one new process (conftest.run_module_each)."""
+    outs = [tmp_path_factory.mktemp("bad-variables") / "run" for _ in BAD_VARIABLES]
+    results = run_module_each("purejaxppo.experiments.cli", [([*TINY, "--out", str(out)], variables)
+                                                             for out, (variables, _) in zip(outs, BAD_VARIABLES)],
+                              streams=(1, 2), env=_env(), timeout=len(BAD_VARIABLES) * 100)
+    return [(code, output, out) for (code, output), out in zip(results, outs)]
+
+
+@pytest.mark.parametrize("case", range(len(BAD_VARIABLES)), ids=[says for _, says in BAD_VARIABLES])
+@pytest.mark.timeout(len(BAD_VARIABLES) * 120)
+def test_bad_process_variables_are_one_line_and_exit_2_with_no_folder(bad_variables_run, case):
+    code, output, out = bad_variables_run[case]
+    says = BAD_VARIABLES[case][1]
     assert code == 2, output
     assert len(errors(output)) == 1 and says in errors(output)[0], output
     assert "Traceback" not in output
-    assert not (tmp_path / "run").exists()
+    assert not out.exists()
 
 
 def test_a_single_process_or_a_one_task_slurm_job_joins_nothing(monkeypatch):

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import purejaxppo as ppo
+from conftest import CARTPOLE_RUN
 from purejaxppo.experiments import cli, report, saved
 from purejaxppo.experiments.checkpoint import CheckpointError
 from purejaxppo.experiments.folder import RunFolder
@@ -201,11 +202,12 @@ def test_a_pipe_is_a_config_file(tmp_path, capsys, monkeypatch):
 
     bad = pipe("env: CartPole-v1\nlr: [1\n")
     assert f"config='{bad}': not valid YAML" in one_line(capsys, cli.main(["train", bad]))
-    config = ("env: CartPole-v1\nnum_envs: 4\nnum_steps: 8\nnum_minibatches: 2\ntotal_timesteps: 64\n"
-              "hidden_sizes: [8]\n")
-    assert cli.main(["train", pipe(config), "--eval-episodes", "0", "--out", "run", "--no-cache"]) == 0
+    # test_edges_cli's run (its programs compiled once a session)
+    config = "env: CartPole-v1\nnum_envs: 4\nnum_steps: 16\nnum_minibatches: 2\ntotal_timesteps: 640\n"
+    assert cli.main(["train", pipe(config), "--eval-episodes", "1", "--out", "run"]) == 0
     assert (tmp_path / "run" / "summary.json").exists()
-    assert "hidden_sizes:\n- 8\n" in (tmp_path / "run" / "config.yaml").read_text()
+    written = (tmp_path / "run" / "config.yaml").read_text()
+    assert "num_steps: 16\n" in written and "total_timesteps: 640\n" in written  # the pipe's, not the defaults
 
 
 def test_process_substitution_is_a_config_file(tmp_path):
@@ -240,8 +242,8 @@ def test_final_evaluation_that_does_not_fit_in_memory_names_its_option(tmp_path,
     from purejaxppo.experiments import parallel
 
     monkeypatch.setattr(parallel, "free_memory_bytes", lambda device: 64 * 2**20)
-    code = cli.main(["train", "configs/cartpole.yaml", "--set", "total_timesteps=1024", "--set", "num_envs=4",
-                     "--set", "num_steps=64", "--set", "num_minibatches=2", "--eval-episodes", "1000000",
-                     "--out", str(tmp_path / "run"), "--no-cache"])
+    # conftest.CARTPOLE_RUN's training (its programs compiled once a session), a million evaluation episodes
+    code = cli.main(["train", *CARTPOLE_RUN, "--eval-episodes", "1000000", "--out", str(tmp_path / "run"),
+                     "--no-cache"])
     line = one_line(capsys, code)
     assert "eval_episodes=1000000: the final evaluation" in line and "--eval-episodes" in line, line

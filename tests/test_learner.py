@@ -12,14 +12,13 @@ import optax
 import pytest
 
 import purejaxppo as ppo
-from conftest import assert_trees_equal_to_float_rounding
+from conftest import TINY_CARTPOLE, assert_trees_equal_to_float_rounding
 from purejaxppo.train import learning_rate, make_optimizer
 
 sys.path.insert(0, str(Path(__file__).parent / "data"))
 from make_train_reference import CASES  # noqa: E402
 
-TINY = dict(env="CartPole-v1", num_envs=4, num_steps=16, num_minibatches=2, update_epochs=2,
-            total_timesteps=4 * 16 * 6, env_params={"max_steps_in_episode": 40})
+TINY = TINY_CARTPOLE
 
 
 # run-time counts the reference file predates (tests/test_runtime_counts.py)
@@ -37,7 +36,9 @@ def flat(result):
     return out
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+# pendulum's program (continuous actions; also trained here by test_train and test_normalize): a long check
+@pytest.mark.parametrize("case", [pytest.param(case, marks=pytest.mark.slow) if case == "pendulum" else case
+                                  for case in sorted(CASES)])
 def test_train_keeps_the_numbers_saved_before_the_learner_state(case):
     """tests/data/train_reference.npz (see make_train_reference.py for its history): parameters
     and losses agree to float rounding (optax's global-norm clip computes (g / norm) * max_norm
@@ -141,18 +142,19 @@ def test_the_unmasked_epochs_of_known_hyperparameters_equal_the_masked_path():
 
 
 def test_learning_rate_anneals_linearly_to_zero_at_the_end_of_the_run():
-    cfg = ppo.make_config({**TINY, "lr": 1e-3})
+    # (the traced program: test_run_in_chunks_equals_run_in_one_piece_bit_for_bit's; the other: test_train's tiny)
+    cfg = ppo.make_config(TINY)
     train = jax.jit(ppo.make_train(cfg))
     out = train(jax.random.PRNGKey(0))
-    U = cfg.num_updates
+    U, lr = cfg.num_updates, cfg.lr
     rates = np.asarray(out.metrics["learning_rate"], np.float64)
-    np.testing.assert_allclose(rates, 1e-3 * (1 - np.arange(U) / U), rtol=1e-6)
-    assert rates[-1] == pytest.approx(1e-3 / U, rel=1e-6)  # the last update; the decay ends at 0
+    np.testing.assert_allclose(rates, lr * (1 - np.arange(U) / U), rtol=1e-6)
+    assert rates[-1] == pytest.approx(lr / U, rel=1e-6)  # the last update; the decay ends at 0
     hp = ppo.HParams.from_config(cfg)
     assert float(learning_rate(hp, jnp.int32(U), U)) == 0.0
     assert float(learning_rate(hp, jnp.int32(U + 5), U)) == 0.0  # never negative past the end
     flat_rate = train(jax.random.PRNGKey(0), hp.replace(anneal_lr=jnp.bool_(False))).metrics["learning_rate"]
-    np.testing.assert_array_equal(flat_rate, np.float32(1e-3))
+    np.testing.assert_array_equal(flat_rate, np.float32(lr))
 
 
 def numpy_adam(grads, lr, b1=0.9, b2=0.999, eps=1e-5):

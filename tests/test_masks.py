@@ -53,6 +53,8 @@ def taken_invalid(traj):
     return int(np.sum(~allowed))
 
 
+# the gymnax corridor's rollouts (its adapter's mask: test_user_edges too) are long checks
+@pytest.mark.parametrize("corridor", ["native", pytest.param("gymnax", marks=pytest.mark.slow)], indirect=True)
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_an_untrained_masked_policy_never_takes_an_invalid_action_greedy_or_sampled(corridor, deterministic):
     learner = ppo.Learner(ppo.make_config(dict(TINY, env=corridor)))
@@ -64,6 +66,7 @@ def test_an_untrained_masked_policy_never_takes_an_invalid_action_greedy_or_samp
     assert np.all(np.asarray(traj.reward) >= 0)  # an invalid action would be punished with -1
 
 
+@pytest.mark.slow  # two training programs per corridor: run by .ci/run after the default suite
 def test_training_with_the_mask_never_acts_invalidly_and_its_first_ratio_is_exactly_one(corridor):
     masked = ppo.make_config(dict(TINY, env=corridor))
     out = jax.jit(jax.vmap(ppo.make_train(masked, eval_episodes=8)))(jax.random.split(jax.random.PRNGKey(0), 2))
@@ -76,6 +79,7 @@ def test_training_with_the_mask_never_acts_invalidly_and_its_first_ratio_is_exac
     assert np.any(np.asarray(unmasked.evaluation["stochastic"]) < 0)
 
 
+@pytest.mark.slow  # a recurrent training program per corridor: run by .ci/run after the default suite
 def test_a_recurrent_masked_policy_replays_its_sequences(corridor):
     cfg = ppo.make_config(dict(TINY, env=corridor, policy="gru", gru_size=8, hidden_sizes=[8]))
     learner = ppo.Learner(cfg)
@@ -97,6 +101,7 @@ def test_make_policy_takes_the_mask(corridor):
     assert int(policy(obs[0], mask=only[1])) == 1
 
 
+@pytest.mark.slow  # Jumanji's Knapsack compiled: run by .ci/run after the default suite
 def test_jumanji_adapters_expose_their_masks():
     pytest.importorskip("jumanji")
     snake = envs.make_env(ppo.make_config(dict(TINY, env="jumanji/Snake-v1")))

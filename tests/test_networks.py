@@ -65,12 +65,13 @@ def test_a_user_module_given_to_make_train_is_the_network_trained_and_acted_with
 
 
 def test_a_user_module_from_the_config_is_imported_built_with_its_kwargs_and_recorded():
-    cfg = ppo.make_config(dict(TINY, network="user_networks:two_towers", network_kwargs={"width": 8}))
+    # the module of the test above, named by the config: the same program (compiled once)
+    cfg = ppo.make_config(dict(TINY, network="user_networks:two_towers", network_kwargs={"width": 16}))
     assert cfg.to_dict()["network"] == "user_networks:two_towers"
-    assert cfg.to_dict()["network_kwargs"] == {"width": 8}
-    state, metrics = jax.jit(ppo.Learner(cfg).run)(ppo.Learner(cfg).init(jax.random.PRNGKey(1)))
-    assert state.params["params"]["v_1"]["kernel"].shape == (8, 8)
-    assert np.all(np.asarray(metrics["first_minibatch_ratio_error"]) == 0)
+    assert cfg.to_dict()["network_kwargs"] == {"width": 16}
+    out = jax.jit(ppo.make_train(cfg, eval_episodes=2))(jax.random.PRNGKey(1))
+    assert out.state.params["params"]["v_1"]["kernel"].shape == (16, 16)
+    assert np.all(np.asarray(out.metrics["first_minibatch_ratio_error"]) == 0)
 
 
 @pytest.mark.parametrize("values, message", [
@@ -100,6 +101,7 @@ def test_a_module_given_from_python_is_checked_as_the_learner_is_built():
         ppo.Learner(cfg, network=lambda obs: obs)
 
 
+@pytest.mark.slow  # a training program of its own: run by .ci/run after the default suite
 def test_a_recurrent_user_module_with_a_pytree_memory_replays_its_sequences():
     """An LSTM whose carry is a pair: the rollout keeps each env's memory in the agent
     state, and the update replays whole sequences from it: the first minibatch's ratio is
@@ -119,6 +121,7 @@ def test_a_recurrent_user_module_with_a_pytree_memory_replays_its_sequences():
     assert policy(jnp.zeros((2, 4))).shape == (2,) and isinstance(policy.carry, tuple)
 
 
+@pytest.mark.slow  # a training program of its own: run by .ci/run after the default suite
 def test_a_continuous_user_module_gives_means_and_the_library_keeps_the_log_std():
     cfg = ppo.make_config(dict(TINY, env="Pendulum-v1", log_std_init=-0.5))
     out = jax.jit(ppo.make_train(cfg, network=user_networks.TwoTowers(1, width=8)))(jax.random.PRNGKey(0))
@@ -128,6 +131,7 @@ def test_a_continuous_user_module_gives_means_and_the_library_keeps_the_log_std(
     assert np.all(np.isfinite(np.asarray(out.metrics["total_loss"])))
 
 
+@pytest.mark.slow  # a training program of its own: run by .ci/run after the default suite
 def test_an_nnx_module_is_accepted_through_flax_bridge():
     from flax import nnx
     from flax.nnx import bridge
@@ -160,6 +164,7 @@ def test_the_cnn_convolution_is_flax_convolution_with_the_same_parameters(kernel
     np.testing.assert_allclose(ours.apply(params, x), theirs.apply(params, x), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow  # a training program of its own: run by .ci/run after the default suite
 def test_a_cnn_torso_reads_image_observations_in_their_shape():
     """MinAtar's [10, 10, 4] image: two VALID 3x3 convolutions (10 -> 8 -> 6), flattened
     (6 * 6 * 32) into the separate actor and critic MLPs; observation statistics per pixel

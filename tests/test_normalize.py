@@ -4,6 +4,7 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import purejaxppo as ppo
 from purejaxppo import normalize
@@ -58,6 +59,7 @@ def test_rewards_are_divided_by_the_std_of_the_discounted_return():
         np.testing.assert_allclose(scaler.discounted_return, g, rtol=1e-5)
 
 
+@pytest.mark.slow  # a training program of its own (the statistics' counts after training: test_checkpoint's too)
 def test_a_normalised_learner_keeps_the_first_ratio_at_one_and_counts_every_observation():
     cfg = ppo.make_config(dict(env="Pendulum-v1", num_envs=4, num_steps=16, num_minibatches=2, update_epochs=2,
                                total_timesteps=4 * 16 * 3, normalize_obs=True, normalize_reward=True))
@@ -78,6 +80,7 @@ def test_a_normalised_learner_keeps_the_first_ratio_at_one_and_counts_every_obse
     assert bare.agent_state == {} and bare.reward_scaler == {}
 
 
+@pytest.mark.slow  # two training programs (reward_scale is static): run by .ci/run after the default suite
 def test_reward_scale_multiplies_the_rewards_the_learner_sees():
     base = dict(env="Pendulum-v1", num_envs=4, num_steps=8, num_minibatches=2, update_epochs=1,
                 total_timesteps=4 * 8 * 2)

@@ -42,6 +42,7 @@ def test_sharded_over_devices_equals_one_device():
     np.testing.assert_allclose(one["returns"], four["returns"], rtol=1e-5)
 
 
+@pytest.mark.slow  # compiles a training program of its own: run by .ci/run after the default suite
 def test_a_lone_run_is_not_copied_to_every_device():
     import jax
     import purejaxppo as ppo
@@ -150,6 +151,7 @@ def test_results_that_cannot_fit_are_refused_before_compiling(monkeypatch):
         ShardedRuns(train, keys, memory_bytes=10_000)
 
 
+@pytest.mark.slow  # compiles the runs twice (vmapped, then in chunks): run by .ci/run after the default suite
 def test_too_many_runs_in_flight_are_refused_with_a_max_parallel_that_fits():
     import re
 

@@ -257,6 +257,7 @@ def test_eval_reads_every_member_of_a_pbt_folder(whole, capsys):
     assert all(len(r["returns"]) == 2 and r["step"] == 6 for r in runs)
 
 
+@pytest.mark.slow  # a PBT sweep resumed, compiled again: run by .ci/run after the default suite
 def test_a_pbt_run_resumed_from_a_middle_checkpoint_is_the_same_run(whole, capsys):
     cut = whole / "cut"
     shutil.copytree(whole / "whole", cut)
@@ -293,6 +294,7 @@ sweep:
 """
 
 
+@pytest.mark.slow  # a second PBT sweep (the step alone: test_explored_values_stay_finite_and_within_their_rule)
 def test_a_member_perturbed_past_float32_is_saved_as_a_config_that_loads(tmp_path):
     """Two updates, one step between them: the replaced member's lr (1 to 2, times 3e38) would be
     inf, which no config takes; it is float32's largest, and its gamma 1."""

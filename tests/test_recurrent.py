@@ -94,6 +94,26 @@ def test_a_truncated_step_bootstraps_with_the_memory_that_saw_its_final_observat
     assert np.all(np.abs(np.asarray(next_values)[truncated] - np.asarray(fresh_values)[truncated]) > 1e-4)
 
 
+def test_training_replays_its_sequences_exactly():
+    """The replay properties below, of a run in two chunks of two updates: one program fewer than
+    the run in one piece it equals, bit for bit (the long check below)."""
+    cfg = ppo.make_config(GRU)
+    learner = ppo.Learner(cfg)
+    hp = ppo.HParams.from_config(cfg)
+    run = jax.jit(learner.run, static_argnums=2)
+    start = jax.jit(learner.init)(jax.random.PRNGKey(5))
+    half, first = run(start, hp, 2)
+    state, rest = run(half, hp, 2)
+    metrics = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), first, rest)
+    assert np.max(metrics["first_minibatch_ratio_error"]) <= 1e-6, metrics["first_minibatch_ratio_error"]
+    assert state.agent_state["carry"].shape == (cfg.num_envs, cfg.gru_size)
+    assert np.all(np.isfinite(metrics["policy_loss"])) and np.all(metrics["episodes_finished"] > 0)
+    _, frozen = run(start, hp.replace(lr=jnp.float32(0.0)), 2)
+    assert np.max(np.abs(frozen["kl_k1"])) <= 1e-6, frozen["kl_k1"]
+    np.testing.assert_array_equal(frozen["clip_fraction"], 0.0)
+
+
+@pytest.mark.slow  # a third program, the run in one piece: run by .ci/run after the default suite
 def test_training_replays_exactly_and_runs_in_chunks_bit_for_bit():
     cfg = ppo.make_config(GRU)
     learner = ppo.Learner(cfg)

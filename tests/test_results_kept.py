@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import CARTPOLE_RUN
 from purejaxppo.experiments import folder, paths
 from purejaxppo.experiments.cli import main
 
-QUICK = ["--set", "num_steps=16", "--set", "total_timesteps=128", "--eval-episodes", "2"]
 
 
 def test_write_new_is_whole_or_nothing_and_never_replaces(tmp_path):
@@ -63,7 +63,7 @@ def test_a_file_that_appears_during_a_run_is_kept_and_the_rest_is_written(tmp_pa
         return original(run_folder, *args)
 
     monkeypatch.setattr(cli.RunFolder, "write_run_results", someone_wrote_summary_md)
-    assert main(["train", "configs/cartpole.yaml", *QUICK, "--out", str(out)]) == 1
+    assert main(["train", *CARTPOLE_RUN, "--out", str(out)]) == 1
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "could not write summary.md (File exists)" in error
     assert (out / "summary.md").read_text() == "someone else's notes"

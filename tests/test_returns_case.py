@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from benchmarks import returns
+from conftest import CARTPOLE_RUN
 from purejaxppo import configs
 from purejaxppo.experiments import stats
 from purejaxppo.experiments.cli import main as cli
@@ -77,14 +78,13 @@ def test_a_stopped_run_is_resumed_and_an_empty_one_restarted(tmp_path, monkeypat
 def test_a_run_folder_becomes_a_result_and_a_table_row(tmp_path):
     runs = tmp_path / "runs"
     folder = runs / "cartpole"
-    assert cli(["train", "cartpole", "--seeds", "2", "--set", "num_steps=16", "--set", "total_timesteps=320",
-                "--eval-episodes", "4", "--out", str(folder)]) == 0
+    assert cli(["train", *CARTPOLE_RUN, "--out", str(folder)]) == 0
     (runs / "cartpole.legs.json").write_text("[30.0, 12.0]")
     result = returns.collect("cartpole", folder, runs)
     summary = json.loads((folder / "summary.json").read_text())
     assert result["eval_return_sampled"] == summary["eval_return_stochastic"]["per_seed"]
-    assert result["seeds"] == 2 and result["batch_size"] == 64 and result["total_timesteps"] == 320
-    assert np.array(result["episode_return"]).shape == (2, 5) and result["wall_s"] == 42.0
+    assert result["seeds"] == 2 and result["batch_size"] == 64 and result["total_timesteps"] == 256
+    assert np.array(result["episode_return"]).shape == (2, 4) and result["wall_s"] == 42.0
     assert returns.is_current(result, "cartpole", 2) and not returns.is_current(result, "cartpole", 4)
     assert not returns.is_current({**result, "config_sha": "another"}, "cartpole", 2)
 

@@ -9,6 +9,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import purejaxppo as ppo
 from purejaxppo.envs import ActionSpace
@@ -110,6 +111,7 @@ def test_steps_whose_mask_allows_no_action_are_counted_and_take_action_0():
     assert ("warning", summary["warnings"][0]) in report.summary_lines(summary)
 
 
+@pytest.mark.slow  # a training program of its own: run by .ci/run after the default suite
 def test_evaluation_episodes_that_do_not_end_in_time_are_counted_and_left_out_of_the_mean():
     _, out = train("late")
     returns = out.evaluation["deterministic"][0]
@@ -127,6 +129,7 @@ def test_evaluation_episodes_that_do_not_end_in_time_are_counted_and_left_out_of
             f"environment does not end its episodes at its own time limit") in summary["warnings"]
 
 
+@pytest.mark.slow  # a training program of its own: run by .ci/run after the default suite
 def test_episodes_that_never_end_are_counted_once_each_in_training_and_evaluation():
     _, out = train("endless", eval_episodes=3)
     np.testing.assert_array_equal(out.metrics["episodes_finished"], 0)
@@ -141,6 +144,7 @@ def test_episodes_that_never_end_are_counted_once_each_in_training_and_evaluatio
         "3 of 3 sampled evaluation episodes did not end within max_episode_steps: left out of the mean"]
 
 
+@pytest.mark.slow  # a training program of its own: run by .ci/run after the default suite
 def test_a_run_that_went_well_has_no_warning():
     cfg = ppo.make_config(dict(TINY, env="CartPole-v1"))
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
@@ -170,6 +174,7 @@ def test_the_train_command_names_the_counts_in_its_table_and_summary(tmp_path, m
         "episodes never end, so there is no return to report"]
 
 
+@pytest.mark.slow  # compiles its own run; the counts: the test above, the command's lines: the endless ones
 def test_the_train_and_eval_commands_count_steps_whose_mask_allows_no_action(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     Path("c.yaml").write_text("env: test_runtime_counts:dead_ends\nnum_envs: 4\nnum_steps: 16\n"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import purejaxppo as ppo
-from conftest import assert_trees_equal_to_float_rounding
+from conftest import TINY_CARTPOLE, assert_trees_equal_to_float_rounding
 from purejaxppo.agent import make_agent
 
 TINY = dict(env="CartPole-v1", num_envs=4, num_steps=16, num_minibatches=4, update_epochs=4,
@@ -18,9 +18,12 @@ def run(cfg, seed=0, hparams=None):
     return jax.jit(ppo.make_train(cfg))(jax.random.PRNGKey(seed), hparams)
 
 
+# the module's one trained run: conftest's tiny config (one program with test_learner's), whose
+# time limit test_evaluation_of_the_final_policy bounds the returns by; that test's training
+# without the evaluation
 @pytest.fixture(scope="module")
 def tiny():
-    cfg = ppo.make_config(TINY)
+    cfg = ppo.make_config(TINY_CARTPOLE)
     return cfg, run(cfg)
 
 
@@ -35,12 +38,13 @@ def test_metric_shapes_and_first_minibatch_ratio_is_one(tiny):
     assert np.all(np.asarray(m["clip_cases"]).sum(axis=(1, 2)) == cfg.batch_size)
     # the first minibatch of every update sees the policy that collected the data
     assert np.all(np.asarray(m["first_minibatch_ratio_error"]) == 0.0)
-    assert np.all(np.asarray(m["epochs_run"]) == 4)
+    assert np.all(np.asarray(m["epochs_run"]) == cfg.update_epochs)
     # later epochs move the policy: KL is positive after the first epoch
     assert np.all(np.asarray(m["kl_k3"])[:, 1:] > 0)
     assert int(out.state.updates_done) == U
 
 
+@pytest.mark.slow  # a training program of its own (test_sweep's clip_epochs study: also slow)
 def test_full_batch_single_epoch_clip_never_acts():
     cfg = ppo.make_config({**TINY, "num_minibatches": 1, "update_epochs": 1})
     train = jax.jit(ppo.make_train(cfg))
@@ -51,6 +55,7 @@ def test_full_batch_single_epoch_clip_never_acts():
     assert np.all(np.asarray(a.metrics["clip_fraction"]) == 0.0)
 
 
+@pytest.mark.slow  # two more training programs; a sweep's runs are vmapped (test_sweep's long checks too)
 def test_vmapped_seeds_and_hparams_equal_single_runs(tiny):
     cfg, _ = tiny
     train = ppo.make_train(cfg)
@@ -68,6 +73,7 @@ def test_vmapped_seeds_and_hparams_equal_single_runs(tiny):
                                    rtol=1e-5)
 
 
+@pytest.mark.slow  # four training programs (about 40 s on a 2-core CPU)
 def test_masked_epochs_change_nothing():
     five = ppo.make_config({**TINY, "max_epochs": 5, "update_epochs": 3})
     three = ppo.make_config({**TINY, "max_epochs": 3, "update_epochs": 3})
@@ -122,15 +128,15 @@ def test_continuous_actions_are_clipped_for_the_env_only():
     np.testing.assert_allclose(log_prob, dist.log_prob(action))
 
 
-def test_evaluation_of_the_final_policy():
-    cfg = ppo.make_config(dict(TINY, env_params={"max_steps_in_episode": 50}))
+def test_evaluation_of_the_final_policy(tiny):
+    cfg, plain = tiny  # run(cfg): the same training, without the evaluation
     out = jax.jit(ppo.make_train(cfg, eval_episodes=6))(jax.random.PRNGKey(0))
-    plain = run(cfg)
     chex.assert_trees_all_equal(out.state.params, plain.state.params)  # training unchanged
     det, sto = np.asarray(out.evaluation["deterministic"]), np.asarray(out.evaluation["stochastic"])
     assert det.shape == sto.shape == (6,)
     # CartPole gives 1 per step, so an episode's return is its length: within the time limit
-    assert np.all((det >= 1) & (det <= 50)) and np.all((sto >= 1) & (sto <= 50))
+    limit = cfg.env_params["max_steps_in_episode"]
+    assert np.all((det >= 1) & (det <= limit)) and np.all((sto >= 1) & (sto <= limit))
     # the same evaluation by hand: fresh episodes, greedy actions, one episode each
     from purejaxppo.evaluate import evaluate
     learner = ppo.Learner(cfg)
