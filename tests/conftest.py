@@ -22,7 +22,9 @@ CARTPOLE_RUN = ["configs/cartpole.yaml", "--seeds", "2", "--set", "num_steps=16"
 def pytest_configure(config):
     # the command line's persistent compilation cache: one fresh folder for this test session,
     # shared by the processes the tests start, never the user's own cache
-    os.environ["PUREJAXPPO_CACHE_DIR"] = tempfile.mkdtemp(prefix="purejaxppo-test-cache-")
+    # (with pytest-xdist, made by the controlling process and inherited by its workers: they share it)
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        os.environ["PUREJAXPPO_CACHE_DIR"] = tempfile.mkdtemp(prefix="purejaxppo-test-cache-")
     # ... and by this process, from before its first compile (JAX decides once whether to use it):
     # the tests' many programs that are the same (one tiny config, trained by several tests, or a
     # run folder the command line trains again) compile once per session, then load in about 1 s

@@ -6,11 +6,11 @@ import collections
 import pytest
 
 import purejaxppo.envs
+from conftest import CARTPOLE_RUN
 from purejaxppo.experiments import cli
 from purejaxppo.networks import Network
 
-TINY = ["--set", "total_timesteps=1024", "--set", "num_envs=4", "--set", "num_steps=64", "--set",
-        "num_minibatches=2"]
+TINY = ["--set", "total_timesteps=128", "--set", "num_steps=16", "--set", "num_minibatches=2"]
 
 
 @pytest.fixture
@@ -37,17 +37,15 @@ def test_a_train_run_and_its_evaluation_build_the_env_once_and_check_the_network
         counted, tmp_path, monkeypatch, network):
     monkeypatch.syspath_prepend(str(__import__("pathlib").Path(__file__).parent))  # user_networks
     run = tmp_path / "run"
-    assert cli.main(["train", "cartpole", *TINY, *network, "--eval-episodes", "2", "--out", str(run),
-                     "--no-cache"]) == 0
+    assert cli.main(["train", *CARTPOLE_RUN, *network, "--out", str(run)]) == 0  # the shared training's programs
     assert dict(counted) == {"env": 1, "network": 1}
     counted.clear()
-    assert cli.main(["eval", str(run), "--episodes", "2", "--no-cache"]) == 0
+    assert cli.main(["eval", str(run), "--episodes", "2"]) == 0
     assert dict(counted) == {"env": 1, "network": 1}
 
 
 def test_a_sweep_builds_one_env_and_checks_one_network_per_group(counted, tmp_path):
     out = tmp_path / "sweep"
-    assert cli.main(["sweep", "sweeps/clip_epochs", *TINY, "--seeds", "1", "--grid", "clip_eps=0.1,0.2",
-                     "--grid", "update_epochs=1,2", "--grid", "num_envs=2,4",
-                     "--out", str(out), "--no-cache"]) == 0
+    assert cli.main(["sweep", "sweeps/clip_epochs", *TINY, "--seeds", "1", "--grid", "clip_eps=0.2",
+                     "--grid", "update_epochs=1,2", "--grid", "num_envs=2,4", "--out", str(out)]) == 0
     assert dict(counted) == {"env": 2, "network": 2}  # two static groups (num_envs); run sets share theirs
