@@ -56,14 +56,38 @@ def mean_se_by_step(curves) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 def smoothing_window(total_steps: float, fraction: float = 0.05) -> float:
-    """The default window of `ema_over_steps` for a run of `total_steps` environment steps:
-    `fraction` of it (5%), rounded to two significant digits so that a legend can state it."""
+    """The default window of `centred_mean_over_steps` for a run of `total_steps` environment
+    steps: `fraction` of it (5%), rounded to two significant digits so that a legend can state it."""
     window = float(total_steps) * fraction
     return float(f"{window:.2g}") if window > 0 else 1.0
 
 
+def centred_mean_over_steps(steps, curves, window: float) -> np.ndarray:
+    """Each row of `curves` ([runs, points] or [points]) smoothed over the environment steps
+    `steps` ([points], increasing) by a centred window `window` steps wide: point i is the
+    mean of the finite points j with |steps[j] - steps[i]| <= window / 2. The window is
+    symmetric, so the smoothed curve does not lag the data: a step in the data stays where it
+    is (it crosses half its height at the step, up to the spacing of the points); near either
+    end the window is cut short (it holds only the points that exist). A NaN (an update in
+    which no episode ended) has no weight; a point with no finite value in its window is NaN.
+    What the learning-curve plots draw (`report.plots.curve_with_band`)."""
+    if not window > 0:
+        raise ValueError(f"window must be positive, got {window}")
+    steps = np.asarray(steps, dtype=np.float64)
+    curves = np.asarray(curves, dtype=np.float64)
+    seen = np.isfinite(curves)
+    zero = np.zeros((*curves.shape[:-1], 1))
+    total = np.concatenate([zero, np.cumsum(np.where(seen, curves, 0.0), axis=-1)], axis=-1)
+    count = np.concatenate([zero, np.cumsum(seen, axis=-1)], axis=-1)
+    low = np.searchsorted(steps, steps - window / 2, side="left")   # first point inside the window
+    high = np.searchsorted(steps, steps + window / 2, side="right")  # one past the last
+    sums, counts = total[..., high] - total[..., low], count[..., high] - count[..., low]
+    return np.divide(sums, counts, out=np.full_like(sums, np.nan), where=counts > 0)
+
+
 def ema_over_steps(steps, curves, window: float) -> np.ndarray:
-    """An exponential moving average of each row of `curves` ([runs, points] or [points])
+    """A trailing exponential moving average (the plots' smoothing up to 0.4: it lags the data
+    by about `window` steps, so the plots now use `centred_mean_over_steps`) of each row of `curves` ([runs, points] or [points])
     over the environment steps `steps` ([points], increasing), with time constant `window`
     steps: point i is the weighted mean of the points j <= i with weights
     exp(-(steps[i] - steps[j]) / window), so the smoothing is the same whatever the steps per

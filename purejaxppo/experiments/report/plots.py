@@ -11,10 +11,11 @@ from purejaxppo.experiments import stats
 
 def curve_with_band(ax, steps, curves, label, window, **style):
     """Learning curves `curves` ([seeds, points]) at `steps`: the raw mean over seeds, faint,
-    and over it in full colour their mean smoothed (stats.ema_over_steps, `window` steps)
-    with a ± 1 standard-error band of the smoothed values over seeds (2+ seeds)."""
+    and over it in full colour their mean smoothed (stats.centred_mean_over_steps: a centred
+    window `window` steps wide, so the curve does not lag the raw mean) with a ± 1
+    standard-error band of the smoothed values over seeds (2+ seeds)."""
     raw, _ = stats.mean_se_by_step(curves)
-    mean, se = stats.mean_se_by_step(stats.ema_over_steps(steps, curves, window))
+    mean, se = stats.mean_se_by_step(stats.centred_mean_over_steps(steps, curves, window))
     (line,) = ax.plot(steps, mean, label=label, **style)
     ax.plot(steps, raw, lw=0.6, alpha=0.3, color=line.get_color())
     if se is not None:
@@ -23,7 +24,7 @@ def curve_with_band(ax, steps, curves, label, window, **style):
 
 def smoothing_legend(window: float) -> str:
     """The legend title of a smoothed plot: what is faint, what is smoothed, and how."""
-    return f"smoothed: EMA over {window:,.0f} env steps\n(faint: the raw mean per update)"
+    return f"smoothed: centred mean over {window:,.0f} env steps\n(faint: the raw mean per update)"
 
 
 def finish_plot(fig, ax, legend_size=None, legend_title=None, **labels) -> bytes:
