@@ -168,6 +168,21 @@ def best_and_indistinguishable(means, ses, within: float = 2.0) -> tuple[int | N
     return best, [bool(d <= within * math.hypot(ses[best], s)) for d, s in zip(diff, ses)]
 
 
+def seeds_to_separate(difference: float, sd_a: float, sd_b: float, within: float = 2.0) -> int | None:
+    """How many seeds per point would separate two points whose means differ by `difference`,
+    at the observed standard deviations over seeds `sd_a` and `sd_b`: the smallest n (at least 2,
+    the fewest with a standard error) with
+
+        difference > within · sqrt((sd_a² + sd_b²) / n),   i.e.   n > within² (sd_a² + sd_b²) / difference²
+
+    (the rule of `best_and_indistinguishable`, with both standard errors at n seeds). None when
+    no n does: the means are equal, or a number is not finite."""
+    d, variance = abs(float(difference)), float(sd_a) ** 2 + float(sd_b) ** 2
+    if not (math.isfinite(d) and math.isfinite(variance)) or d == 0.0:
+        return None
+    return max(2, math.floor(within**2 * variance / d**2) + 1)
+
+
 def last_epoch_values(per_epoch: np.ndarray, epochs_run: np.ndarray) -> np.ndarray:
     """[..., E] per-epoch metric -> [...] value of the last epoch that ran."""
     index = np.clip(np.asarray(epochs_run).astype(int) - 1, 0, per_epoch.shape[-1] - 1)

@@ -24,10 +24,31 @@ def kept_runs(result, point: int) -> tuple[dict[str, np.ndarray], dict[str, np.n
             {mode: value[ok] for mode, value in stacked.evaluation.items()})
 
 
-def sweep_summary(result) -> list[dict[str, Any]]:
-    """One row per grid point: mean ± s.e. over the seeds that did not diverge, and more."""
+# rank_by -> (the row's column, its name in the table's headers, what it is in words)
+RANKED = {"eval": ("eval_return", "eval return", "the final policy's greedy return on fresh episodes"),
+          "eval_stochastic": ("eval_return_stochastic", "sampled eval return",
+                              "the final policy's sampled return on fresh episodes"),
+          "train": ("train_return", "train return", "the mean return of the episodes that ended in the last update")}
+
+
+def ranked_on(result, rank_by: str | None = None) -> str:
+    """What a sweep's summary ranks on: `rank_by`, else the spec's (sweep: rank_by:, default
+    eval); a sweep run without evaluation (eval_episodes: 0) ranks on the train return."""
+    rank_by = rank_by or getattr(result.spec, "rank_by", "eval")
+    if rank_by not in RANKED:
+        raise ValueError(f"rank_by must be one of {', '.join(RANKED)}, got {rank_by!r}")
+    return "train" if rank_by != "train" and not result.spec.eval_episodes else rank_by
+
+
+def sweep_summary(result, rank_by: str | None = None) -> list[dict[str, Any]]:
+    """One row per grid point: mean ± s.e. over the seeds that did not diverge, and more.
+    The points are ranked on `ranked_on(result, rank_by)` (default: the final policy's greedy
+    evaluation return): "best", "≈ best", P(beats best), the IQM and the seeds at threshold are
+    of that return, named in each row's `ranked_on`, with its standard deviation over seeds
+    (`ranked_sd`) and the number of seeds it has (`ranked_seeds`)."""
+    rank_by = ranked_on(result, rank_by)
     rows = []
-    finals: list[np.ndarray] = []
+    ranked: list[np.ndarray] = []
     for i, point in enumerate(result.points):
         metrics, evaluation = kept_runs(result, i)
         ok = len(metrics["episode_return"])
@@ -44,66 +65,120 @@ def sweep_summary(result) -> list[dict[str, Any]]:
                      for mode in ("deterministic", "stochastic")}
         seeds = len(result.point_runs(i))
         row = {**point, "seeds": seeds, "diverged": seeds - ok}
-        for name, values in (("train_return", final), ("eval_return", evals["deterministic"]),
-                             ("eval_return_stochastic", evals["stochastic"]), ("mean_kl", per_seed["mean_kl_k3"]),
+        per_seed_returns = {"train_return": final, "eval_return": evals["deterministic"],
+                            "eval_return_stochastic": evals["stochastic"]}
+        for name, values in (*per_seed_returns.items(), ("mean_kl", per_seed["mean_kl_k3"]),
                              ("clip_fraction_last_epoch", per_seed["last_epoch_clip_fraction"])):
             row[name], row[name + "_se"] = stats.mean_se(values)
+        values = stats.finite(per_seed_returns[RANKED[rank_by][0]])
+        row["ranked_on"], row["ranked_seeds"] = rank_by, int(values.size)
+        row["ranked_sd"] = float(values.std(ddof=1)) if values.size > 1 else math.nan
         row["max_kl_worst_seed"] = float(max(stats.finite(per_seed["max_update_kl"]), default=math.nan))
-        row["iqm_return"], row["iqm_ci_low"], row["iqm_ci_high"] = stats.interquartile_mean(final)
+        row["iqm_return"], row["iqm_ci_low"], row["iqm_ci_high"] = stats.interquartile_mean(values)
         row["clip_fraction_by_epoch"] = [float(v) for v in clip_by_epoch]
         row["diagnosis"] = diagnosis.diagnose(clip_by_epoch, result.spec.diagnosis, row["max_kl_worst_seed"])
         if result.spec.threshold is not None:
-            row["seeds_at_threshold"] = int(np.sum(final >= result.spec.threshold))
+            row["seeds_at_threshold"] = int(np.sum(values >= result.spec.threshold))
         row.update(run_time_counts(metrics, evaluation, np.ones(ok, bool)))
         rows.append(row)
-        finals.append(final)
+        ranked.append(values)
+    column = RANKED[rank_by][0]
     best, indistinguishable = stats.best_and_indistinguishable(
-        [row["train_return"] for row in rows], [row["train_return_se"] for row in rows])
+        [row[column] for row in rows], [row[column + "_se"] for row in rows])
     if best is not None:
-        for i, (row, final) in enumerate(zip(rows, finals)):
+        for i, (row, values) in enumerate(zip(rows, ranked)):
             row["best"] = i == best
             row["indistinguishable_from_best"] = indistinguishable[i]
-            row["p_beats_best"] = stats.probability_of_improvement(final, finals[best])
+            row["p_beats_best"] = stats.probability_of_improvement(values, ranked[best])
     return rows
 
 
 def sweep_markdown(rows: list[dict], swept: list[str], threshold=None) -> str:
-    head = [*swept, "seeds (diverged)", "train return ± s.e.", "IQM [95% CI]", "eval return ± s.e.",
-            "mean KL ± s.e.",
-            "max KL (worst seed)", "clip fraction, last epoch", "P(beats best)", "≈ best"]
+    """summary.md of a sweep: the table of `sweep_summary`'s rows, what its columns are (the
+    return the ranking uses named in every column derived from it), how far its seeds go (a
+    warning below 5 seeds; the seeds that would separate the top two points), the diagnoses
+    and run-time warnings."""
+    rank_by = rows[0].get("ranked_on", "train") if rows else "train"
+    column, short, words = RANKED[rank_by]
+    head = [*swept, "seeds (diverged)", "train return ± s.e.", "eval return ± s.e.", f"IQM of {short} [95% CI]",
+            "mean KL ± s.e.", "max KL (worst seed)", "clip fraction, last epoch", f"P(beats best), {short}",
+            f"≈ best, {short}"]
     if threshold is not None:
-        head.append(f"seeds ≥ {threshold:g}")
+        head.append(f"seeds with {short} ≥ {threshold:g}")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         cells = [show_value(row[k]) for k in swept]
         cells += [f"{row['seeds']} ({row['diverged']})",
                   format_mean_se(row["train_return"], row["train_return_se"]),
-                  f"{row['iqm_return']:.3g} [{row['iqm_ci_low']:.3g}, {row['iqm_ci_high']:.3g}]",
                   format_mean_se(row["eval_return"], row["eval_return_se"]),
+                  f"{row['iqm_return']:.3g} [{row['iqm_ci_low']:.3g}, {row['iqm_ci_high']:.3g}]",
                   format_mean_se(row["mean_kl"], row["mean_kl_se"]),
                   f"{row['max_kl_worst_seed']:.3g}",
                   format_mean_se(row["clip_fraction_last_epoch"], row["clip_fraction_last_epoch_se"]),
                   f"{row.get('p_beats_best', math.nan):.2f}",
                   ("best" if row.get("best") else "yes" if row.get("indistinguishable_from_best") else "no")]
         if threshold is not None:
-            cells.append(f"{row['seeds_at_threshold']}/{row['seeds'] - row['diverged']}")
+            cells.append(f"{row['seeds_at_threshold']}/{row.get('ranked_seeds', row['seeds'] - row['diverged'])}")
         lines.append("| " + " | ".join(cells) + " |")
-    note = ("\ntrain return: mean return of the episodes that ended in the last update; IQM: "
-            "interquartile mean over seeds with a 95% bootstrap interval; eval return: the final "
-            "policy acting greedily on fresh episodes (summary.csv also has the sampled policy's); "
-            "P(beats best): probability that a random seed of this point beats one of the best point."
-            "\n≈ best: the difference to the best point's mean is within 2 standard errors of the "
-            "difference (so five seeds do not separate them). Diverged runs (NaN/Inf in losses or "
-            "parameters) are left out of every number and counted in brackets.\n")
+    note = (f"\nRanked on the {short}: {words} (sweep: rank_by: {rank_by}; docs/sweeps.md). \"best\" is the point "
+            f"with the highest mean {short}; its IQM, P(beats best), ≈ best{' and the seeds at threshold' if threshold is not None else ''} "
+            f"are of the {short} too.\ntrain return: mean return of the episodes that ended in the last update; "
+            "eval return: the final policy acting greedily on fresh episodes (summary.csv also has the sampled "
+            "policy's); IQM: interquartile mean over seeds with a 95% bootstrap interval; P(beats best): "
+            "probability that a random seed of this point beats one of the best point.\n≈ best: the difference "
+            "to the best point's mean is within 2 standard errors of the difference. Diverged runs (NaN/Inf in "
+            "losses or parameters) are left out of every number and counted in brackets.\n"
+            + "".join(line + "\n" for line in seed_notes(rows, swept)))
     diagnoses = ["", "Per-epoch clip fraction, read by the documented rules (thresholds: sweep.diagnosis):"]
     warnings = []
     for row in rows:
-        name = ", ".join(f"{k}={show_value(row[k])}" for k in swept) or "base"
+        name = point_name(row, swept)
         diagnoses.append(f"- {name}: {row['diagnosis']}")
         warnings += [f"- {name}: {text}" for text in run_time_warnings(row)]
     if warnings:
         diagnoses += ["", "Warnings, over the runs that did not diverge:", *warnings]
     return "\n".join(lines) + "\n" + note + "\n".join(diagnoses) + "\n"
+
+
+def point_name(row: Mapping, swept: list[str]) -> str:
+    return ", ".join(f"{k}={show_value(row[k])}" for k in swept) or "base"
+
+
+FEW_SEEDS = 5  # below this many seeds per point, the summary says its intervals and IQM are weak
+
+
+def seed_notes(rows: list[dict], swept: list[str]) -> list[str]:
+    """What the seeds of a sweep's rows can tell, computed from their numbers: below
+    FEW_SEEDS seeds per point, a warning that the standard errors, the IQM's interval and
+    P(beats best) are weak; and, for the two points with the highest mean ranked return, how
+    many seeds per point would separate them at the observed spread (`stats.seeds_to_separate`)."""
+    if not rows:
+        return []
+    rank_by = rows[0].get("ranked_on", "train")
+    column, short, _ = RANKED[rank_by]
+    counts = [row.get("ranked_seeds", row["seeds"] - row["diverged"]) for row in rows]
+    fewest = min(counts)
+    notes = []
+    if fewest < FEW_SEEDS:
+        iqm = (" With fewer than 4 seeds the IQM trims nothing: it is the plain mean." if fewest < 4 else "")
+        notes.append(f"Few seeds: {fewest} seed{'s' if fewest != 1 else ''} per point{' (at least)' if len(set(counts)) > 1 else ''} "
+                     f"— the standard errors, the IQMs' bootstrap intervals and P(beats best) rest on {fewest} "
+                     f"number{'s' if fewest != 1 else ''} each and are weak; read them as rough.{iqm}")
+    top = sorted((i for i, row in enumerate(rows) if math.isfinite(row[column])), key=lambda i: -rows[i][column])[:2]
+    if len(top) == 2:
+        a, b = rows[top[0]], rows[top[1]]
+        names = f"{point_name(a, swept)} ({a[column]:.3g}) and {point_name(b, swept)} ({b[column]:.3g})"
+        if fewest < 2:
+            notes.append(f"The top two on {short}, {names}: with 1 seed their spread is unknown; run at least 2.")
+        else:
+            sd_a, sd_b = a.get("ranked_sd", math.nan), b.get("ranked_sd", math.nan)
+            n = stats.seeds_to_separate(a[column] - b[column], sd_a, sd_b)
+            spread = f"s.d. over seeds {sd_a:.2g} and {sd_b:.2g}"
+            notes.append(f"The top two on {short}, {names}, {spread}: "
+                         + (f"{n} seeds per point would separate them at this spread (the smallest n with "
+                            f"difference > 2·sqrt((sd_a² + sd_b²)/n)); they have {fewest}."
+                            if n is not None else "their means are equal: no number of seeds separates them."))
+    return notes
 
 
 def sweep_metrics_csv(result, swept: list[str]) -> str:

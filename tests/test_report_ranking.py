@@ -1,0 +1,114 @@
+"""A sweep's summary ranks its points on the final policy's evaluation return (sweep: rank_by:),
+says which return every derived column uses, and what its seeds can tell (report.sweep): on a
+stand-in result with chosen numbers, no training."""
+
+import math
+import types
+
+import numpy as np
+import pytest
+
+from purejaxppo.config import ConfigError
+from purejaxppo.experiments import report, stats
+from purejaxppo.experiments.spec import make_spec
+
+UPDATES, EPOCHS = 4, 2
+
+
+class Stand:
+    """What sweep_summary reads of a SweepResult: points, their runs' metrics and evaluation.
+    `train[i]` and `evals[i]`: point i's per-seed final train return and evaluation return."""
+
+    def __init__(self, train, evals, section=None, clip=0.05):
+        self.points = [{"clip_eps": 0.1 * (i + 1)} for i in range(len(train))]
+        seeds = len(train[0])
+        self.spec = make_spec({"seeds": seeds, **(section or {})})
+        self.diverged = np.zeros(len(train) * seeds, bool)
+        self.train, self.evals, self.clip = np.asarray(train, float), np.asarray(evals, float), clip
+
+    def point_runs(self, i):
+        return range(i * self.spec.seeds, (i + 1) * self.spec.seeds)
+
+    def point(self, i):
+        seeds = self.spec.seeds
+        returns = np.zeros((seeds, UPDATES))
+        returns[:, -1] = self.train[i]
+        metrics = {"episode_return": returns, "kl_k3": np.full((seeds, UPDATES, EPOCHS), 0.01),
+                   "clip_fraction": np.full((seeds, UPDATES, EPOCHS), self.clip),
+                   "epochs_run": np.full((seeds, UPDATES), EPOCHS), "explained_variance": np.zeros((seeds, UPDATES))}
+        episodes = np.repeat(self.evals[i][:, None], 2, axis=1)
+        evaluation = {"deterministic": episodes, "stochastic": episodes - 1.0} if self.spec.eval_episodes else {}
+        return types.SimpleNamespace(metrics=metrics, evaluation=evaluation)
+
+
+# point 0 trains best in its last update; point 1's final policy evaluates best
+TRAIN = [[500.0, 490.0, 495.0], [300.0, 320.0, 310.0], [100.0, 120.0, 110.0]]
+EVALS = [[200.0, 210.0, 190.0], [480.0, 470.0, 490.0], [150.0, 160.0, 170.0]]
+
+
+def test_a_three_seed_sweep_ranks_on_evaluation_and_warns_about_its_three_seeds():
+    rows = report.sweep_summary(Stand(TRAIN, EVALS))
+    assert [row["best"] for row in rows] == [False, True, False]  # the highest evaluation return, not training
+    assert all(row["ranked_on"] == "eval" and row["ranked_seeds"] == 3 for row in rows)
+    assert [row["indistinguishable_from_best"] for row in rows] == [False, True, False]
+    assert rows[0]["p_beats_best"] == stats.probability_of_improvement(EVALS[0], EVALS[1]) == 0.0
+    assert rows[1]["p_beats_best"] == 0.5
+    assert rows[2]["iqm_return"] == pytest.approx(160.0)  # of the evaluation return (3 seeds: the mean)
+    assert rows[1]["ranked_sd"] == pytest.approx(np.std(EVALS[1], ddof=1))
+    text = report.sweep_markdown(rows, ["clip_eps"])
+    assert "| IQM of eval return [95% CI] |" in text and "| P(beats best), eval return |" in text
+    assert "| ≈ best, eval return |" in text and "Ranked on the eval return" in text
+    assert "Few seeds: 3 seeds per point" in text and "it is the plain mean" in text
+    assert "five" not in text.lower() and "5 seeds" not in text
+    # the top two on evaluation: 480 ± 10 s.d. and 200 ± 10 s.d. are 280 apart: 2 seeds separate them
+    assert "The top two on eval return, clip_eps=0.2 (480) and clip_eps=0.1 (200)" in text
+    assert "2 seeds per point would separate them" in text
+    best_line = next(line for line in text.splitlines() if line.endswith("| best |"))
+    assert best_line.startswith("| 0.2 |")
+
+
+def test_rank_by_train_ranks_on_the_last_update_and_says_so():
+    for rows in (report.sweep_summary(Stand(TRAIN, EVALS), rank_by="train"),
+                 report.sweep_summary(Stand(TRAIN, EVALS, {"rank_by": "train"}))):
+        assert [row["best"] for row in rows] == [True, False, False]
+        assert rows[0]["iqm_return"] == pytest.approx(495.0) and rows[1]["p_beats_best"] == 0.0
+        text = report.sweep_markdown(rows, ["clip_eps"])
+        assert "| ≈ best, train return |" in text and "rank_by: train" in text
+    sampled = report.sweep_summary(Stand(TRAIN, EVALS, {"rank_by": "eval_stochastic"}))
+    assert sampled[1]["best"] and sampled[1]["iqm_return"] == pytest.approx(479.0)
+    # without evaluation episodes there is no evaluation return: the train return ranks
+    rows = report.sweep_summary(Stand(TRAIN, EVALS, {"eval_episodes": 0}))
+    assert rows[0]["best"] and rows[0]["ranked_on"] == "train"
+    with pytest.raises(ValueError, match="rank_by"):
+        report.sweep_summary(Stand(TRAIN, EVALS), rank_by="final")
+
+
+def test_enough_seeds_give_no_warning_and_the_seed_count_is_computed():
+    five = report.sweep_markdown(report.sweep_summary(Stand([[1.0] * 5, [2.0] * 5], [[1.0, 2, 3, 4, 5],
+                                                                                     [2.0, 3, 4, 5, 6]])), ["clip_eps"])
+    assert "Few seeds" not in five
+    # means 4 and 3, s.d. 1.58 each: n > 4 (2.5 + 2.5) / 1 = 20, so 21 seeds; they have 5
+    assert "21 seeds per point would separate them" in five and "they have 5." in five
+    one = report.sweep_markdown(report.sweep_summary(Stand([[1.0], [2.0]], [[3.0], [4.0]])), ["clip_eps"])
+    assert "Few seeds: 1 seed per point" in one and "with 1 seed their spread is unknown" in one
+
+
+def test_seeds_to_separate_is_the_smallest_n_whose_two_standard_errors_the_difference_exceeds():
+    for d, a, b in ((1.0, 1.0, 1.0), (3.0, 2.0, 5.0), (0.5, 0.1, 0.3), (10.0, 1.0, 1.0)):
+        n = stats.seeds_to_separate(d, a, b)
+        assert d > 2 * math.sqrt((a * a + b * b) / n)
+        assert n == 2 or not d > 2 * math.sqrt((a * a + b * b) / (n - 1))  # and n - 1 would not
+    assert stats.seeds_to_separate(1.0, 1.0, 1.0) == 9  # 4 · 2 / 1 = 8 is not enough (equal, not above)
+    assert stats.seeds_to_separate(-1.0, 1.0, 1.0) == 9  # the order of the two does not matter
+    assert stats.seeds_to_separate(0.0, 1.0, 1.0) is None and stats.seeds_to_separate(1.0, math.nan, 1.0) is None
+    assert stats.seeds_to_separate(1.0, 0.0, 0.0) == 2
+
+
+def test_rank_by_is_checked_in_one_line_and_left_out_of_the_spec_at_its_default():
+    with pytest.raises(ConfigError, match="sweep.rank_by.*must be one of eval, eval_stochastic, train"):
+        make_spec({"rank_by": "best"})
+    with pytest.raises(ConfigError, match="eval_episodes is 0"):
+        make_spec({"rank_by": "eval", "eval_episodes": 0})
+    assert "rank_by" not in make_spec({"seeds": 2}).to_dict()  # checkpoints from before rank_by resume
+    spec = make_spec({"grid": {"lr": [1e-3, 1e-4]}, "seeds": 2, "rank_by": "train"})
+    assert spec.to_dict()["rank_by"] == "train" and make_spec(spec.to_dict()) == spec
