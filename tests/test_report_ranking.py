@@ -19,8 +19,8 @@ class Stand:
     """What sweep_summary reads of a SweepResult: points, their runs' metrics and evaluation.
     `train[i]` and `evals[i]`: point i's per-seed final train return and evaluation return."""
 
-    def __init__(self, train, evals, section=None, clip=0.05):
-        self.points = [{"clip_eps": 0.1 * (i + 1)} for i in range(len(train))]
+    def __init__(self, train, evals, section=None, clip=0.05, points=None):
+        self.points = points or [{"clip_eps": 0.1 * (i + 1)} for i in range(len(train))]
         seeds = len(train[0])
         self.spec = make_spec({"seeds": seeds, **(section or {})})
         self.diverged = np.zeros(len(train) * seeds, bool)
@@ -112,3 +112,54 @@ def test_rank_by_is_checked_in_one_line_and_left_out_of_the_spec_at_its_default(
     assert "rank_by" not in make_spec({"seeds": 2}).to_dict()  # checkpoints from before rank_by resume
     spec = make_spec({"grid": {"lr": [1e-3, 1e-4]}, "seeds": 2, "rank_by": "train"})
     assert spec.to_dict()["rank_by"] == "train" and make_spec(spec.to_dict()) == spec
+
+
+# ------------------------------------------------------------------ heatmaps
+def test_heatmap_cells_hold_the_mean_and_standard_error_of_their_runs():
+    points = [{"a": 1, "b": "x"}, {"a": 2, "b": "x"}, {"a": 1, "b": "y"}, {"a": 1, "b": "x", "c": 0}]
+    xs, ys, mean, se = report.heatmap_cells(points, [[1.0, 3.0], [5.0], [np.nan], [2.0, np.inf]], "a", "b")
+    assert (xs, ys) == (["1", "2"], ["x", "y"])
+    assert mean[0, 0] == 2.0 and se[0, 0] == pytest.approx(np.std([1.0, 3.0, 2.0], ddof=1) / math.sqrt(3))
+    assert mean[0, 1] == 5.0 and np.isnan(se[0, 1])  # one run: no spread
+    assert np.isnan(mean[1, 0]) and np.isnan(mean[1, 1])  # no finite run / no run at all
+
+
+def _contrast(colour, text):
+    lum = report.plots.relative_luminance(colour)
+    other = 0.0 if text == "black" else 1.0
+    return (max(lum, other) + 0.05) / (min(lum, other) + 0.05)
+
+
+def test_the_text_colour_is_readable_on_every_cell_of_the_colour_maps():
+    import matplotlib
+
+    for name in ("viridis", "magma", "coolwarm", "gray"):
+        cmap = matplotlib.colormaps[name]
+        for colour in cmap(np.linspace(0.0, 1.0, 256)):
+            assert _contrast(colour, report.text_colour(colour)) >= 4.5  # WCAG AA for normal text
+    viridis = matplotlib.colormaps["viridis"]
+    assert report.text_colour(viridis(1.0)) == "black" and report.text_colour(viridis(0.0)) == "white"
+    assert report.text_colour((1.0, 1.0, 1.0)) == "black" and report.text_colour((0.0, 0.0, 0.0, 1.0)) == "white"
+
+
+def test_the_return_heatmap_shows_the_ranked_return_with_its_standard_error_in_a_readable_colour(monkeypatch):
+    from purejaxppo.experiments.report import sweep as sweep_report
+
+    points = [{"clip_eps": c, "update_epochs": e} for e in (1, 4) for c in (0.1, 0.2)]
+    train = [[10.0, 20.0, 30.0]] * 4
+    evals = [[100.0, 110.0, 120.0], [200.0, 200.0, 200.0], [300.0, 310.0, 320.0], [500.0, 500.0, 500.0]]
+    stand = Stand(train, evals, points=points)
+    rows = report.sweep_summary(stand)
+    drawn = {}
+    monkeypatch.setattr(sweep_report, "figure_bytes", lambda fig, dpi: drawn.setdefault("fig", fig) and b"")
+    dict(report.sweep_plots(stand, rows, ["clip_eps", "update_epochs"]))["heatmap_return.png"]()
+    ax = drawn["fig"].axes[0]
+    assert "eval return (mean ± s.e. over seeds)" in ax.get_title()
+    cells = {t.get_text(): t.get_color() for t in ax.texts}
+    assert set(cells) == {"110\n± 5.8", "200\n± 0", "310\n± 5.8", "500\n± 0"}  # of the evaluation, not the train return
+    image = ax.images[0]
+    for text in ax.texts:
+        x, y = (round(v) for v in text.get_position())
+        colour = image.cmap(image.norm(image.get_array()[y, x]))
+        assert _contrast(colour, text.get_color()) >= 4.5
+    assert cells["500\n± 0"] == "black" and cells["110\n± 5.8"] == "white"  # the brightest cell is not white on yellow

@@ -1,6 +1,6 @@
 """Matplotlib pieces every report's plots share (matplotlib is imported only when a plot is
 drawn): the pyplot module, a learning curve with its band, the legend of a smoothed plot,
-finishing a figure and its PNG bytes."""
+a text colour readable on a cell, finishing a figure and its PNG bytes."""
 
 from __future__ import annotations
 
@@ -34,6 +34,23 @@ def finish_plot(fig, ax, legend_size=None, legend_title=None, **labels) -> bytes
               title_fontsize=legend_size)
     fig.tight_layout()
     return figure_bytes(fig, 120)
+
+
+def relative_luminance(rgba) -> float:
+    """The relative luminance (WCAG 2) of a colour given as RGB(A) in [0, 1]: 0 black, 1 white."""
+    def linear(c):
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(float(c)) for c in rgba[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def text_colour(rgba) -> str:
+    """"black" or "white", whichever contrasts more with a cell of colour `rgba` (WCAG 2's
+    contrast ratio (L1 + 0.05) / (L2 + 0.05)): black on a cell whose luminance is above
+    sqrt(1.05 · 0.05) - 0.05 ≈ 0.18, white below, so every cell of any colour map stays readable."""
+    luminance = relative_luminance(rgba)
+    return "black" if (luminance + 0.05) / 0.05 >= 1.05 / (luminance + 0.05) else "white"
 
 
 def pyplot():

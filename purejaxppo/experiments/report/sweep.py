@@ -11,7 +11,8 @@ import numpy as np
 import yaml
 
 from purejaxppo.experiments import diagnosis, stats
-from purejaxppo.experiments.report.plots import curve_with_band, figure_bytes, finish_plot, pyplot, smoothing_legend
+from purejaxppo.experiments.report.plots import (curve_with_band, figure_bytes, finish_plot, pyplot, smoothing_legend,
+                                                 text_colour)
 from purejaxppo.experiments.report.run import run_time_counts, run_time_warnings
 from purejaxppo.experiments.report.text import csv_text, format_mean_se, metric_rows
 
@@ -248,22 +249,32 @@ def _axis(values: list) -> list[str]:
     return labels
 
 
-def heatmap_grid(points: list[dict], values: list, a: str, b: str) -> tuple[list[str], list[str], np.ndarray]:
-    """(labels of a, labels of b, grid[b, a]): each cell the mean over every run whose point
-    has those two values of the swept keys a and b, whatever its other swept values.
-    `values[i]` holds point i's per-run numbers (the runs that count); non-finite ones are
-    left out, as in the tables. A cell no run reaches is NaN."""
+def heatmap_cells(points: list[dict], values: list, a: str, b: str
+                  ) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
+    """(labels of a, labels of b, mean[b, a], se[b, a]): each cell the mean and standard error
+    over every run whose point has those two values of the swept keys a and b, whatever its
+    other swept values. `values[i]` holds point i's per-run numbers (the runs that count);
+    non-finite ones are left out, as in the tables. A cell no run reaches is NaN (its se
+    too, as is the se of a cell of one run)."""
     xs, ys = _axis([p[a] for p in points]), _axis([p[b] for p in points])
     cells: list[list[list]] = [[[] for _ in xs] for _ in ys]
     for point, v in zip(points, values):
         cells[ys.index(show_value(point[b]))][xs.index(show_value(point[a]))] += list(np.ravel(v))
-    return xs, ys, np.array([[stats.mean_se(cell)[0] for cell in row] for row in cells], np.float64)
+    numbers = np.array([[stats.mean_se(cell) for cell in row] for row in cells], np.float64).reshape(len(ys), len(xs), 2)
+    return xs, ys, numbers[..., 0], numbers[..., 1]
+
+
+def heatmap_grid(points: list[dict], values: list, a: str, b: str) -> tuple[list[str], list[str], np.ndarray]:
+    """(labels of a, labels of b, grid[b, a]): the means of `heatmap_cells`."""
+    return heatmap_cells(points, values, a, b)[:3]
 
 
 def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, Callable[[], bytes]]]:
     """(file name, draw) for learning_curves.png, clip_fraction_by_epoch.png and, over the
-    first two swept keys, heatmap_return.png and heatmap_kl.png."""
+    first two swept keys, heatmap_return.png (the return the rows are ranked on, `ranked_on`)
+    and heatmap_kl.png, each cell its mean ± s.e. in a colour readable on it (`text_colour`)."""
     plt = pyplot()
+    rank_by = rows[0].get("ranked_on", "train") if rows else "train"
 
     def label(point):
         return ", ".join(f"{k}={show_value(point[k])}" for k in swept) or "base"
@@ -289,27 +300,40 @@ def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, C
                            ylabel="clip fraction (mean over updates and seeds)",
                            title="How much each epoch is clipped")
 
-    def heatmap(name, title):
-        values = []  # per point, each kept run's number
-        for i in range(len(result.points)):
-            metrics = kept_runs(result, i)[0]
-            values.append(stats.per_run(metrics)[name] if len(metrics["episode_return"]) else [])
+    def ranked_values(i):  # point i's kept runs' ranked return, one number each
+        metrics, evaluation = kept_runs(result, i)
+        if not len(metrics["episode_return"]):
+            return []
+        if rank_by == "train":
+            return stats.per_run(metrics)["final_return"]
+        with stats.quiet_nan_warnings():
+            return np.nanmean(evaluation["deterministic" if rank_by == "eval" else "stochastic"], axis=1)
+
+    def kl_values(i):
+        metrics = kept_runs(result, i)[0]
+        return stats.per_run(metrics)["mean_kl_k3"] if len(metrics["episode_return"]) else []
+
+    def heatmap(per_point, title):
         a, b = swept[0], swept[1]
-        xs, ys, grid = heatmap_grid(result.points, values, a, b)
-        fig, ax = plt.subplots(figsize=(1.3 * len(xs) + 2.5, 0.9 * len(ys) + 2))
-        image = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
+        xs, ys, grid, se = heatmap_cells(result.points, [per_point(i) for i in range(len(result.points))], a, b)
+        fig, ax = plt.subplots(figsize=(1.4 * len(xs) + 2.5, 0.9 * len(ys) + 2))
+        cmap = plt.get_cmap("viridis").with_extremes(bad="0.85")  # a cell no run reached: light grey
+        image = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto", cmap=cmap)
         ax.set_xticks(range(len(xs)), xs)
         ax.set_yticks(range(len(ys)), ys)
         others = swept[2:]
-        ax.set(xlabel=a, ylabel=b, title=title + (f" (mean over every run of {', '.join(others)})" if others else ""))
+        ax.set(xlabel=a, ylabel=b, title=title + (f"\n(mean over every run of {', '.join(others)})" if others else ""))
         for (y, x), value in np.ndenumerate(grid):
-            ax.text(x, y, f"{value:.3g}", ha="center", va="center", color="w", fontsize=8)
+            finite = np.isfinite(value)
+            text = (f"{value:.3g}" + (f"\n± {se[y, x]:.2g}" if np.isfinite(se[y, x]) else "")) if finite else "n/a"
+            colour = text_colour(image.cmap(image.norm(value))) if finite else "black"
+            ax.text(x, y, text, ha="center", va="center", color=colour, fontsize=8)
         fig.colorbar(image, ax=ax)
         fig.tight_layout()
         return figure_bytes(fig, 110)
 
     plots = [("learning_curves.png", learning_curves), ("clip_fraction_by_epoch.png", clip_by_epoch)]
     if len(swept) >= 2:
-        plots += [("heatmap_return.png", lambda: heatmap("final_return", "final train return")),
-                  ("heatmap_kl.png", lambda: heatmap("mean_kl_k3", "mean KL (k3)"))]
+        plots += [("heatmap_return.png", lambda: heatmap(ranked_values, f"{RANKED[rank_by][1]} (mean ± s.e. over seeds)")),
+                  ("heatmap_kl.png", lambda: heatmap(kl_values, "mean KL (k3) (mean ± s.e. over seeds)"))]
     return plots
