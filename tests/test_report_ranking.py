@@ -19,8 +19,9 @@ class Stand:
     """What sweep_summary reads of a SweepResult: points, their runs' metrics and evaluation.
     `train[i]` and `evals[i]`: point i's per-seed final train return and evaluation return."""
 
-    def __init__(self, train, evals, section=None, clip=0.05, points=None):
+    def __init__(self, train, evals, section=None, clip=0.05, points=None, env="stand-in", epochs=EPOCHS):
         self.points = points or [{"clip_eps": 0.1 * (i + 1)} for i in range(len(train))]
+        self.base, self.epochs = types.SimpleNamespace(env=env), epochs
         seeds = len(train[0])
         self.spec = make_spec({"seeds": seeds, **(section or {})})
         self.diverged = np.zeros(len(train) * seeds, bool)
@@ -33,9 +34,9 @@ class Stand:
         seeds = self.spec.seeds
         returns = np.zeros((seeds, UPDATES))
         returns[:, -1] = self.train[i]
-        metrics = {"episode_return": returns, "kl_k3": np.full((seeds, UPDATES, EPOCHS), 0.01),
-                   "clip_fraction": np.full((seeds, UPDATES, EPOCHS), self.clip),
-                   "epochs_run": np.full((seeds, UPDATES), EPOCHS), "explained_variance": np.zeros((seeds, UPDATES))}
+        metrics = {"episode_return": returns, "kl_k3": np.full((seeds, UPDATES, self.epochs), 0.01),
+                   "clip_fraction": np.full((seeds, UPDATES, self.epochs), self.clip),
+                   "epochs_run": np.full((seeds, UPDATES), self.epochs), "explained_variance": np.zeros((seeds, UPDATES))}
         episodes = np.repeat(self.evals[i][:, None], 2, axis=1)
         evaluation = {"deterministic": episodes, "stochastic": episodes - 1.0} if self.spec.eval_episodes else {}
         return types.SimpleNamespace(metrics=metrics, evaluation=evaluation)

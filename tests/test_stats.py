@@ -248,7 +248,7 @@ def test_in_range_and_no_data():
     assert diagnose([np.nan, np.nan]) == "no data (every run diverged)"
     assert diagnose([]) == "no data (every run diverged)"
     assert diagnosis.DIAGNOSIS_DEFAULTS == {"under_used_below": 0.02, "over_used_above": 0.2,
-                                            "over_used_by_epoch": 3, "runaway_kl_above": 1.0}
+                                            "over_used_by_epoch": 3, "runaway_kl_above": 1.0, "return_cap": None}
 
 
 def test_report_does_not_reexport_the_statistics():

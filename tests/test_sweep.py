@@ -224,7 +224,7 @@ def test_diagnosis_rules_fire_as_documented():
     assert diagnose([0.05, 0.15, 0.25, 0.3]).startswith("over-used: epoch 3 already clips 25.0%")
     assert diagnose([0.01, 0.05, 0.1]).startswith("in range")
     assert diagnose([0.01, 0.05, 0.1], {"under_used_below": 0.2}).startswith("under-used")
-    assert diagnose([0.0, np.nan, np.nan]).startswith("under-used: the last epoch (1)")
+    assert diagnose([0.0, np.nan, np.nan]).startswith("single epoch: the one epoch clips 0.0%")
 
 
 def test_heatmap_cell_is_the_mean_over_every_run_of_its_two_values():

@@ -121,7 +121,11 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
     for key, value in diagnosis.items():
         if key not in DIAGNOSIS_DEFAULTS:
             raise ConfigError(f"diagnosis.{key}", value, f"unknown; known: {', '.join(DIAGNOSIS_DEFAULTS)}")
-        if not is_number(value) or not math.isfinite(value) or value < 0:
+        if key == "return_cap":  # a return: any finite number
+            if not is_number(value) or not math.isfinite(value):
+                raise ConfigError("diagnosis.return_cap", value, "must be a finite number (the highest return "
+                                  "the environment allows)")
+        elif not is_number(value) or not math.isfinite(value) or value < 0:
             raise ConfigError(f"diagnosis.{key}", value, "must be a non-negative number")
     rank_by = section.get("rank_by", "eval")
     if rank_by not in RANK_BY:

@@ -48,6 +48,7 @@ def sweep_summary(result, rank_by: str | None = None) -> list[dict[str, Any]]:
     of that return, named in each row's `ranked_on`, with its standard deviation over seeds
     (`ranked_sd`) and the number of seeds it has (`ranked_seeds`)."""
     rank_by = ranked_on(result, rank_by)
+    cap = diagnosis.ceiling(getattr(result.base, "env", None), result.spec.diagnosis.get("return_cap"))
     rows = []
     ranked: list[np.ndarray] = []
     for i, point in enumerate(result.points):
@@ -77,7 +78,8 @@ def sweep_summary(result, rank_by: str | None = None) -> list[dict[str, Any]]:
         row["max_kl_worst_seed"] = float(max(stats.finite(per_seed["max_update_kl"]), default=math.nan))
         row["iqm_return"], row["iqm_ci_low"], row["iqm_ci_high"] = stats.interquartile_mean(values)
         row["clip_fraction_by_epoch"] = [float(v) for v in clip_by_epoch]
-        row["diagnosis"] = diagnosis.diagnose(clip_by_epoch, result.spec.diagnosis, row["max_kl_worst_seed"])
+        row["diagnosis"] = diagnosis.diagnose(clip_by_epoch, result.spec.diagnosis, row["max_kl_worst_seed"],
+                                              mean_return=row[RANKED[rank_by][0]], cap=cap)
         if result.spec.threshold is not None:
             row["seeds_at_threshold"] = int(np.sum(values >= result.spec.threshold))
         row.update(run_time_counts(metrics, evaluation, np.ones(ok, bool)))
@@ -122,7 +124,8 @@ def sweep_markdown(rows: list[dict], swept: list[str], threshold=None) -> str:
             cells.append(f"{row['seeds_at_threshold']}/{row.get('ranked_seeds', row['seeds'] - row['diverged'])}")
         lines.append("| " + " | ".join(cells) + " |")
     note = (f"\nRanked on the {short}: {words} (sweep: rank_by: {rank_by}; docs/sweeps.md). \"best\" is the point "
-            f"with the highest mean {short}; its IQM, P(beats best), ≈ best{' and the seeds at threshold' if threshold is not None else ''} "
+            f"with the highest mean {short}; its IQM, P(beats best), ≈ best"
+            f"{' and the seeds at threshold' if threshold is not None else ''} "
             f"are of the {short} too.\ntrain return: mean return of the episodes that ended in the last update; "
             "eval return: the final policy acting greedily on fresh episodes (summary.csv also has the sampled "
             "policy's); IQM: interquartile mean over seeds with a 95% bootstrap interval; P(beats best): "
@@ -162,7 +165,8 @@ def seed_notes(rows: list[dict], swept: list[str]) -> list[str]:
     notes = []
     if fewest < FEW_SEEDS:
         iqm = (" With fewer than 4 seeds the IQM trims nothing: it is the plain mean." if fewest < 4 else "")
-        notes.append(f"Few seeds: {fewest} seed{'s' if fewest != 1 else ''} per point{' (at least)' if len(set(counts)) > 1 else ''} "
+        notes.append(f"Few seeds: {fewest} seed{'s' if fewest != 1 else ''} per point"
+                     f"{' (at least)' if len(set(counts)) > 1 else ''} "
                      f"— the standard errors, the IQMs' bootstrap intervals and P(beats best) rest on {fewest} "
                      f"number{'s' if fewest != 1 else ''} each and are weak; read them as rough.{iqm}")
     top = sorted((i for i, row in enumerate(rows) if math.isfinite(row[column])), key=lambda i: -rows[i][column])[:2]
@@ -260,7 +264,8 @@ def heatmap_cells(points: list[dict], values: list, a: str, b: str
     cells: list[list[list]] = [[[] for _ in xs] for _ in ys]
     for point, v in zip(points, values):
         cells[ys.index(show_value(point[b]))][xs.index(show_value(point[a]))] += list(np.ravel(v))
-    numbers = np.array([[stats.mean_se(cell) for cell in row] for row in cells], np.float64).reshape(len(ys), len(xs), 2)
+    numbers = np.array([[stats.mean_se(cell) for cell in row] for row in cells], np.float64)
+    numbers = numbers.reshape(len(ys), len(xs), 2)
     return xs, ys, numbers[..., 0], numbers[..., 1]
 
 
@@ -334,6 +339,7 @@ def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, C
 
     plots = [("learning_curves.png", learning_curves), ("clip_fraction_by_epoch.png", clip_by_epoch)]
     if len(swept) >= 2:
-        plots += [("heatmap_return.png", lambda: heatmap(ranked_values, f"{RANKED[rank_by][1]} (mean ± s.e. over seeds)")),
+        title = f"{RANKED[rank_by][1]} (mean ± s.e. over seeds)"
+        plots += [("heatmap_return.png", lambda: heatmap(ranked_values, title)),
                   ("heatmap_kl.png", lambda: heatmap(kl_values, "mean KL (k3) (mean ± s.e. over seeds)"))]
     return plots
