@@ -80,6 +80,7 @@ def test_rank_by_train_ranks_on_the_last_update_and_says_so():
     # without evaluation episodes there is no evaluation return: the train return ranks
     rows = report.sweep_summary(Stand(TRAIN, EVALS, {"eval_episodes": 0}))
     assert rows[0]["best"] and rows[0]["ranked_on"] == "train"
+    assert "(no evaluation return to rank on; docs/sweeps.md)" in report.sweep_markdown(rows, ["clip_eps"])
     with pytest.raises(ValueError, match="rank_by"):
         report.sweep_summary(Stand(TRAIN, EVALS), rank_by="final")
 

@@ -123,7 +123,9 @@ def sweep_markdown(rows: list[dict], swept: list[str], threshold=None) -> str:
         if threshold is not None:
             cells.append(f"{row['seeds_at_threshold']}/{row.get('ranked_seeds', row['seeds'] - row['diverged'])}")
         lines.append("| " + " | ".join(cells) + " |")
-    note = (f"\nRanked on the {short}: {words} (sweep: rank_by: {rank_by}; docs/sweeps.md). \"best\" is the point "
+    unevaluated = not any(math.isfinite(row["eval_return"]) for row in rows)
+    how = "no evaluation return to rank on" if rank_by == "train" and unevaluated else f"sweep: rank_by: {rank_by}"
+    note = (f"\nRanked on the {short}: {words} ({how}; docs/sweeps.md). \"best\" is the point "
             f"with the highest mean {short}; its IQM, P(beats best), ≈ best"
             f"{' and the seeds at threshold' if threshold is not None else ''} "
             f"are of the {short} too.\ntrain return: mean return of the episodes that ended in the last update; "
