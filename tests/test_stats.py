@@ -68,6 +68,46 @@ def test_ema_over_steps_skips_updates_without_an_ended_episode():
         stats.ema_over_steps(steps, x, 0.0)
 
 
+def _crossing(steps, curve, level):
+    """The first step at which `curve` reaches `level` (it rises through it)."""
+    return steps[np.argmax(curve >= level)]
+
+
+@pytest.mark.parametrize("smooth", ["centred", "trailing EMA"])
+def test_smoothing_does_not_lag_a_step_in_the_returns(smooth):
+    # a learning curve that jumps from 0 to 1 at step 10,000 (3 seeds, an update every 100 steps):
+    # the smoothed curve must cross half height at the step (within one update) and reach 95% of
+    # it within one window. The trailing EMA the plots drew before lags by window·ln 2 (half
+    # height) and 3 windows (95%): the bold curve showed a maze solved at ~8k steps at ~25k.
+    steps, window, jump = np.arange(1, 201) * 100.0, 2000.0, 10_000.0
+    curves = np.tile(np.where(steps >= jump, 1.0, 0.0), (3, 1))
+    fn = stats.centred_mean_over_steps if smooth == "centred" else stats.ema_over_steps
+    mean, _ = stats.mean_se_by_step(fn(steps, curves, window))
+    half, ninety_five = _crossing(steps, mean, 0.5), _crossing(steps, mean, 0.95)
+    lags = (abs(half - jump) <= 100.0, ninety_five - jump <= window)
+    assert lags == ((True, True) if smooth == "centred" else (False, False)), (half, ninety_five)
+    # falling steps alike: a centred window is symmetric, so it lags neither way
+    if smooth == "centred":
+        fall = stats.centred_mean_over_steps(steps, 1.0 - curves[0], window)
+        assert abs(steps[np.argmax(fall <= 0.5)] - jump) <= 100.0
+
+
+def test_centred_mean_over_steps_is_the_mean_of_the_points_within_half_a_window():
+    steps = np.array([100.0, 200.0, 400.0, 450.0, 900.0, 1000.0])  # uneven spacing: the window is in steps
+    x = np.array([[3.0, -1.0, np.nan, 1.0, 5.0, 2.0], [2.0, 7.0, 1.0, 8.0, 2.0, np.nan]])
+    smoothed = stats.centred_mean_over_steps(steps, x, window=300.0)
+    for i in range(steps.size):
+        near = np.abs(steps - steps[i]) <= 150.0
+        for r in range(2):
+            np.testing.assert_allclose(smoothed[r, i], np.nanmean(x[r, near]), rtol=1e-12)
+    # a window narrower than the spacing follows the data; NaN where no point in the window ended an episode
+    np.testing.assert_array_equal(stats.centred_mean_over_steps(steps, x, 1e-3), x)
+    np.testing.assert_allclose(stats.centred_mean_over_steps(steps, x, 1e12), np.nanmean(x, axis=1)[:, None] + 0 * steps)
+    assert np.isnan(stats.centred_mean_over_steps([1.0, 2.0, 30.0], [np.nan, 1.0, np.nan], 4.0)[2])
+    with pytest.raises(ValueError, match="window"):
+        stats.centred_mean_over_steps(steps, x, 0.0)
+
+
 def test_smoothing_window_is_five_percent_of_the_run_in_two_digits():
     assert stats.smoothing_window(1e7) == 5e5
     assert stats.smoothing_window(499712) == 25000.0  # 24985.6 rounded for the legend
@@ -208,7 +248,7 @@ def test_in_range_and_no_data():
     assert diagnose([np.nan, np.nan]) == "no data (every run diverged)"
     assert diagnose([]) == "no data (every run diverged)"
     assert diagnosis.DIAGNOSIS_DEFAULTS == {"under_used_below": 0.02, "over_used_above": 0.2,
-                                            "over_used_by_epoch": 3, "runaway_kl_above": 1.0}
+                                            "over_used_by_epoch": 3, "runaway_kl_above": 1.0, "return_cap": None}
 
 
 def test_report_does_not_reexport_the_statistics():

@@ -199,20 +199,25 @@ def test_cli_sweep_bad_input_exits_2(capsys):
 def test_cli_sweep_writes_tables(tmp_path, capsys):
     out = tmp_path / "sweep"
     code = main(["sweep", "configs/sweeps/clip_epochs.yaml", "--set", "total_timesteps=2048",
-                 "--grid", "clip_eps=0.1,0.2", "--grid", "update_epochs=1,2", "--seeds", "2", "--out", str(out)])
+                 "--grid", "clip_eps=0.1,0.2", "--grid", "update_epochs=1,2", "--seeds", "3", "--out", str(out)])
     assert code == 0
     printed = capsys.readouterr().out
-    assert "4 point(s) x 2 seed(s) = 8 runs, 1 compile(s)" in printed
+    assert "4 point(s) x 3 seed(s) = 12 runs, 1 compile(s)" in printed
     import csv
 
     with open(out / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 8 * 2 and {"clip_eps", "update_epochs", "seed", "diverged"} <= set(rows[0])
+    assert len(rows) == 12 * 2 and {"clip_eps", "update_epochs", "seed", "diverged"} <= set(rows[0])
     with open(out / "summary.csv") as f:
         summary = list(csv.DictReader(f))
     assert len(summary) == 4 and "train_return_se" in summary[0]
     summary_md = (out / "summary.md").read_text()
-    assert "≈ best" in summary_md and "eval return" in summary_md and "- clip_eps=0.1, update_epochs=1: " in summary_md
+    assert "≈ best, eval return" in summary_md and "- clip_eps=0.1, update_epochs=1: " in summary_md
+    # a 3-seed sweep ranks on the evaluation, says its 3 seeds are few, and never speaks of five
+    assert {row["ranked_on"] for row in summary} == {"eval"} and "Few seeds: 3 seeds per point" in summary_md
+    assert "five" not in summary_md.lower() and "5 seeds" not in summary_md
+    best = [row for row in summary if row["best"] == "True"]
+    assert len(best) == 1 and float(best[0]["eval_return"]) == max(float(row["eval_return"]) for row in summary)
     for name in ("learning_curves.png", "clip_fraction_by_epoch.png", "heatmap_return.png", "heatmap_kl.png"):
         assert (out / name).read_bytes().startswith(b"\x89PNG")
 
@@ -224,7 +229,7 @@ def test_diagnosis_rules_fire_as_documented():
     assert diagnose([0.05, 0.15, 0.25, 0.3]).startswith("over-used: epoch 3 already clips 25.0%")
     assert diagnose([0.01, 0.05, 0.1]).startswith("in range")
     assert diagnose([0.01, 0.05, 0.1], {"under_used_below": 0.2}).startswith("under-used")
-    assert diagnose([0.0, np.nan, np.nan]).startswith("under-used: the last epoch (1)")
+    assert diagnose([0.0, np.nan, np.nan]).startswith("single epoch: the one epoch clips 0.0%")
 
 
 def test_heatmap_cell_is_the_mean_over_every_run_of_its_two_values():

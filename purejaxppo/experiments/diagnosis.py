@@ -1,22 +1,63 @@
 """How to read a grid point's per-epoch clip fraction: documented rules, configurable thresholds.
 
 A sweep file sets the thresholds under `sweep: diagnosis: {...}`; the rule that fired is
-reported with its numbers. Pure functions on numpy arrays: no I/O.
+reported with its numbers. `diagnose` is a pure function on numpy arrays; `ceiling` reads
+configs/references.yaml (the return a run cannot usefully exceed).
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import Mapping
 
 import numpy as np
 
+# return_cap (none by default): the highest return the environment allows, given by the user
 DIAGNOSIS_DEFAULTS = {"under_used_below": 0.02, "over_used_above": 0.2, "over_used_by_epoch": 3,
-                      "runaway_kl_above": 1.0}
+                      "runaway_kl_above": 1.0, "return_cap": None}
 
 
-def diagnose(clip_by_epoch, thresholds: Mapping[str, float] | None = None, max_kl: float | None = None) -> str:
+def ceiling(env: str | None, return_cap: float | None = None) -> tuple[float, str] | None:
+    """(value, what it is) of the return beyond which no advice to use the batch more can
+    help a run of `env`: `return_cap` where given (sweep: diagnosis: return_cap:, the
+    environment's cap), else the highest published return of a shipped config of that
+    environment (configs/references.yaml; a task's optimum is its cap); None if neither."""
+    if return_cap is not None:
+        return float(return_cap), f"the environment's cap ({return_cap:g}, diagnosis.return_cap)"
+    found = _references_by_env().get(env)
+    if found is None:
+        return None
+    value, name, method = found
+    what = "the task's optimum" if method == "optimum" else "the reference"
+    return value, f"{what} ({value:g}, {name} in configs/references.yaml)"
+
+
+@functools.cache
+def _references_by_env() -> dict[str, tuple[float, str, str]]:
+    """env -> (return, config name, method): the highest published return over the shipped
+    configs of each environment."""
+    import yaml
+
+    from purejaxppo import configs
+
+    best: dict[str, tuple[float, str, str]] = {}
+    for name, ref in configs.references().items():
+        path = configs.find(name)
+        if not isinstance(ref, Mapping) or ref.get("return") is None or path is None:
+            continue
+        env = (yaml.safe_load(path.read_text()) or {}).get("env")
+        if env is not None and (env not in best or ref["return"] > best[env][0]):
+            best[env] = (float(ref["return"]), name, str(ref.get("method")))
+    return best
+
+
+def diagnose(clip_by_epoch, thresholds: Mapping[str, float] | None = None, max_kl: float | None = None, *,
+             mean_return: float | None = None, cap: tuple[float, str] | None = None) -> str:
     """One line on the batch's use, from the mean clip fraction of each epoch that ran,
-    and `max_kl`: the largest mean KL (k3) of any one update of any run read here.
+    and `max_kl`: the largest mean KL (k3) of any one update of any run read here;
+    `mean_return` (the return the point is judged on) and `cap` (`ceiling`: value, what it
+    is) tell when advice to use the batch more cannot apply.
 
     Epochs that did not run (NaN) are dropped first; the rules are tried in this order:
 
@@ -27,7 +68,12 @@ def diagnose(clip_by_epoch, thresholds: Mapping[str, float] | None = None, max_k
     over-used: epoch `over_used_by_epoch` (1-based) already clips ≥ `over_used_above`:
         later epochs move a shrinking, biased subset → fewer epochs or a larger batch.
     under-used: the last epoch still clips < `under_used_below`: the policy barely moved
-        → more epochs or a tighter clip are affordable.
+        → more epochs or a tighter clip are affordable; unless
+        at the cap: `mean_return` already reaches the `cap` (the environment's cap or the
+            reference): there is nothing for more epochs or a tighter clip to gain, or
+        single epoch: only one epoch ran: the clip acts only across the minibatches of that
+            one pass (with one minibatch, never: the ratio is 1), so the per-epoch reading
+            does not apply; compare with points of more epochs.
     in range: neither.
     """
     t = {**DIAGNOSIS_DEFAULTS, **(thresholds or {})}
@@ -43,6 +89,14 @@ def diagnose(clip_by_epoch, thresholds: Mapping[str, float] | None = None, max_k
         return (f"over-used: epoch {k} already clips {c[k - 1]:.1%} ≥ {t['over_used_above']:.0%} — later "
                 f"epochs move a shrinking, biased subset; fewer epochs or a larger batch")
     if c[-1] < t["under_used_below"]:
+        if cap is not None and mean_return is not None and math.isfinite(mean_return) and mean_return >= cap[0]:
+            return (f"at the cap: the mean return {mean_return:.4g} already reaches {cap[1]}; the last epoch clips "
+                    f"{c[-1]:.1%} < {t['under_used_below']:.0%}, but more epochs or a tighter clip have nothing "
+                    f"left to gain here")
+        if c.size == 1:
+            return (f"single epoch: the one epoch clips {c[-1]:.1%} — with 1 epoch the clip acts only across the "
+                    f"minibatches of its one pass, never between epochs, so the per-epoch rules do not apply; "
+                    f"compare with the points of more epochs")
         return (f"under-used: the last epoch ({c.size}) clips {c[-1]:.1%} < {t['under_used_below']:.0%} — "
                 f"more epochs or a tighter clip are affordable")
     return (f"in range: the last epoch ({c.size}) clips {c[-1]:.1%}, between {t['under_used_below']:.0%} "

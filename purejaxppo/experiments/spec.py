@@ -16,7 +16,10 @@ from purejaxppo.experiments.diagnosis import DIAGNOSIS_DEFAULTS
 from purejaxppo.experiments.pbt import make_pbt
 from purejaxppo.experiments.search import check_distribution, is_number
 
-SWEEP_KEYS = ("grid", "seeds", "random", "random_seed", "threshold", "eval_episodes", "diagnosis", "pbt")
+SWEEP_KEYS = ("grid", "seeds", "random", "random_seed", "threshold", "eval_episodes", "diagnosis", "pbt", "rank_by")
+# what a sweep's summary ranks its points on (report.sweep.RANKED): the final policy's return on fresh
+# episodes, greedy (the default) or sampled, or the training return of the last update
+RANK_BY = ("eval", "eval_stochastic", "train")
 # what may be swept: any config field but the environment's identity
 SWEEPABLE = tuple(name for name in _FIELDS if name != "env")
 
@@ -31,10 +34,13 @@ class SweepSpec:
     eval_episodes: int = 64
     diagnosis: Mapping[str, float] = dataclasses.field(default_factory=dict)
     pbt: Mapping[str, Any] | None = None   # population-based training (experiments.pbt): its checked section
+    rank_by: str = "eval"                  # what the summary ranks on (RANK_BY)
 
     def to_dict(self) -> dict[str, Any]:
-        """As plain YAML/JSON values (it reloads with make_spec)."""
-        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in dataclasses.asdict(self).items()}
+        """As plain YAML/JSON values (it reloads with make_spec). rank_by at its default is left
+        out, as in the checkpoints of runs from before it existed, so that they resume."""
+        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in dataclasses.asdict(self).items()
+                if not (k == "rank_by" and v == "eval")}
 
 
 def _check_key(key: str, where: str) -> None:
@@ -115,15 +121,26 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
     for key, value in diagnosis.items():
         if key not in DIAGNOSIS_DEFAULTS:
             raise ConfigError(f"diagnosis.{key}", value, f"unknown; known: {', '.join(DIAGNOSIS_DEFAULTS)}")
-        if not is_number(value) or not math.isfinite(value) or value < 0:
+        if key == "return_cap":  # a return: any finite number
+            if not is_number(value) or not math.isfinite(value):
+                raise ConfigError("diagnosis.return_cap", value, "must be a finite number (the highest return "
+                                  "the environment allows)")
+        elif not is_number(value) or not math.isfinite(value) or value < 0:
             raise ConfigError(f"diagnosis.{key}", value, "must be a non-negative number")
+    rank_by = section.get("rank_by", "eval")
+    if rank_by not in RANK_BY:
+        raise ConfigError("sweep.rank_by", rank_by, f"must be one of {', '.join(RANK_BY)} (eval: the final policy's "
+                          "greedy return on fresh episodes; train: the return of the last update)")
+    if rank_by != "train" and "rank_by" in section and eval_episodes == 0:
+        raise ConfigError("sweep.rank_by", rank_by, "ranks on the final policy's evaluation, but eval_episodes is 0: "
+                          "give eval_episodes of at least 1, or rank_by: train")
     pbt = None
     if section.get("pbt") is not None:
         pbt = make_pbt(section["pbt"])
         if full_grid or random:
             raise ConfigError("sweep.pbt", NO_VALUE, f"is given with {'grid:' if full_grid else 'random:'}; PBT draws "
                               "its own population (pbt: hyperparameters:): give one of them")
-    return SweepSpec(full_grid, n_seeds, random, random_seed, threshold, eval_episodes, diagnosis, pbt)
+    return SweepSpec(full_grid, n_seeds, random, random_seed, threshold, eval_episodes, diagnosis, pbt, rank_by)
 
 
 def load_sweep(path: str | Path, overrides: Mapping[str, Any] | None = None, *, grid=None,

@@ -56,20 +56,44 @@ def mean_se_by_step(curves) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 def smoothing_window(total_steps: float, fraction: float = 0.05) -> float:
-    """The default window of `ema_over_steps` for a run of `total_steps` environment steps:
-    `fraction` of it (5%), rounded to two significant digits so that a legend can state it."""
+    """The default window of `centred_mean_over_steps` for a run of `total_steps` environment
+    steps: `fraction` of it (5%), rounded to two significant digits so that a legend can state it."""
     window = float(total_steps) * fraction
     return float(f"{window:.2g}") if window > 0 else 1.0
 
 
+def centred_mean_over_steps(steps, curves, window: float) -> np.ndarray:
+    """Each row of `curves` ([runs, points] or [points]) smoothed over the environment steps
+    `steps` ([points], increasing) by a centred window `window` steps wide: point i is the
+    mean of the finite points j with |steps[j] - steps[i]| <= window / 2. The window is
+    symmetric, so the smoothed curve does not lag the data: a step in the data stays where it
+    is (it crosses half its height at the step, up to the spacing of the points); near either
+    end the window is cut short (it holds only the points that exist). A NaN (an update in
+    which no episode ended) has no weight; a point with no finite value in its window is NaN.
+    What the learning-curve plots draw (`report.plots.curve_with_band`)."""
+    if not window > 0:
+        raise ValueError(f"window must be positive, got {window}")
+    steps = np.asarray(steps, dtype=np.float64)
+    curves = np.asarray(curves, dtype=np.float64)
+    seen = np.isfinite(curves)
+    zero = np.zeros((*curves.shape[:-1], 1))
+    total = np.concatenate([zero, np.cumsum(np.where(seen, curves, 0.0), axis=-1)], axis=-1)
+    count = np.concatenate([zero, np.cumsum(seen, axis=-1)], axis=-1)
+    low = np.searchsorted(steps, steps - window / 2, side="left")   # first point inside the window
+    high = np.searchsorted(steps, steps + window / 2, side="right")  # one past the last
+    sums, counts = total[..., high] - total[..., low], count[..., high] - count[..., low]
+    return np.divide(sums, counts, out=np.full_like(sums, np.nan), where=counts > 0)
+
+
 def ema_over_steps(steps, curves, window: float) -> np.ndarray:
-    """An exponential moving average of each row of `curves` ([runs, points] or [points])
-    over the environment steps `steps` ([points], increasing), with time constant `window`
-    steps: point i is the weighted mean of the points j <= i with weights
-    exp(-(steps[i] - steps[j]) / window), so the smoothing is the same whatever the steps per
-    update, and the first point is its own value (normalised by the weights, not pulled
-    toward 0). A NaN (an update in which no episode ended) has no weight; points before
-    the first finite value are NaN."""
+    """A trailing exponential moving average of each row of `curves` ([runs, points] or [points])
+    (the plots' smoothing up to 0.4: it lags a step in the data by window·ln 2 to half height and
+    ~3 windows to 95%, so the plots now use `centred_mean_over_steps`) over the environment
+    steps `steps` ([points], increasing), with time constant `window` steps: point i is the
+    weighted mean of the points j <= i with weights exp(-(steps[i] - steps[j]) / window), so
+    the smoothing is the same whatever the steps per update, and the first point is its own
+    value (normalised by the weights, not pulled toward 0). A NaN (an update in which no
+    episode ended) has no weight; points before the first finite value are NaN."""
     if not window > 0:
         raise ValueError(f"window must be positive, got {window}")
     steps = np.asarray(steps, dtype=np.float64)
@@ -142,6 +166,21 @@ def best_and_indistinguishable(means, ses, within: float = 2.0) -> tuple[int | N
     ses = np.nan_to_num(np.asarray(ses, dtype=np.float64), nan=0.0)
     diff = means[best] - means
     return best, [bool(d <= within * math.hypot(ses[best], s)) for d, s in zip(diff, ses)]
+
+
+def seeds_to_separate(difference: float, sd_a: float, sd_b: float, within: float = 2.0) -> int | None:
+    """How many seeds per point would separate two points whose means differ by `difference`,
+    at the observed standard deviations over seeds `sd_a` and `sd_b`: the smallest n (at least 2,
+    the fewest with a standard error) with
+
+        difference > within · sqrt((sd_a² + sd_b²) / n),   i.e.   n > within² (sd_a² + sd_b²) / difference²
+
+    (the rule of `best_and_indistinguishable`, with both standard errors at n seeds). None when
+    no n does: the means are equal, or a number is not finite."""
+    d, variance = abs(float(difference)), float(sd_a) ** 2 + float(sd_b) ** 2
+    if not (math.isfinite(d) and math.isfinite(variance)) or d == 0.0:
+        return None
+    return max(2, math.floor(within**2 * variance / d**2) + 1)
 
 
 def last_epoch_values(per_epoch: np.ndarray, epochs_run: np.ndarray) -> np.ndarray:

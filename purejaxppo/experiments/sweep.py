@@ -11,8 +11,9 @@ A sweep file is an ordinary config (flat `PPOConfig` keys) plus a `sweep:` secti
         ent_coef: {uniform: [0.0, 0.02]}
         activation: {choice: [tanh, relu]}
       random_seed: 0                # for drawing the random points (default 0)
-      threshold: 475                # optional: count seeds whose final return reaches it
+      threshold: 475                # optional: count seeds whose ranked return reaches it
       eval_episodes: 64             # final policy on fresh episodes, greedy and sampled (0: off)
+      rank_by: eval                 # what the summary ranks on: eval (default), eval_stochastic, train
       diagnosis: {under_used_below: 0.02, over_used_above: 0.2, over_used_by_epoch: 3}
       pbt: {...}                    # in place of grid/random: population-based training (experiments.pbt)
 

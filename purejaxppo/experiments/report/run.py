@@ -25,7 +25,9 @@ def summarize(metrics: Mapping[str, np.ndarray], *, steps_per_run: int, run_seco
     where counted "<mode>_no_action_steps" -> [seeds, episodes];
     `diverged`: [seeds] bool (NaN/Inf in losses or parameters): as in a sweep's table,
     diverged seeds are counted and left out of the means. `diagnosis` reads the per-epoch
-    clip fraction by the sweep's rules. `counts` and `warnings`: what went wrong at run time
+    clip fraction by the sweep's rules (the return judged against `env`'s cap: the final
+    policy's greedy return where evaluated, else the last update's). `counts` and
+    `warnings`: what went wrong at run time
     (`run_time_counts`, `run_time_warnings`; `env` and `max_episode_steps` name where).
     """
     per_seed = dict(stats.per_run(metrics))
@@ -38,9 +40,11 @@ def summarize(metrics: Mapping[str, np.ndarray], *, steps_per_run: int, run_seco
     max_kl = stats.finite(per_seed["max_update_kl"][ok])
     runaway = per_seed["max_update_kl"][ok] > diagnosis.DIAGNOSIS_DEFAULTS["runaway_kl_above"]
     clip_by_epoch = stats.mean_by_epoch(np.asarray(metrics["clip_fraction"])[ok])
+    judged = stats.mean_se(per_seed.get("eval_return", per_seed["final_return"])[ok])[0]  # the final policy's
+    line = diagnosis.diagnose(clip_by_epoch, max_kl=float(max(max_kl, default=math.nan)), mean_return=judged,
+                              cap=diagnosis.ceiling(env))
     summary: dict[str, Any] = {"seeds": seeds, "diverged": int(seeds - ok.sum()), "runaway": int(runaway.sum()),
-                               "diagnosis": diagnosis.diagnose(clip_by_epoch,
-                                                               max_kl=float(max(max_kl, default=math.nan)))}
+                               "diagnosis": line}
     for name in ("final_return", "eval_return", "eval_return_stochastic", "mean_kl_k3", "last_epoch_clip_fraction",
                  "explained_variance", "epochs_run"):
         if name not in per_seed:
