@@ -43,53 +43,24 @@ def test_mean_se_by_step_matches_numpy_per_column():
 
 
 # ------------------------------------------------------------------ smoothing over environment steps
-def test_ema_over_steps_is_the_exponentially_weighted_mean_of_the_past():
-    steps = np.array([100.0, 200.0, 400.0, 450.0, 900.0])  # uneven spacing: weights follow steps
-    x = np.array([[3.0, -1.0, 4.0, 1.0, 5.0], [2.0, 7.0, 1.0, 8.0, 2.0]])
-    smoothed = stats.ema_over_steps(steps, x, window=150.0)
-    for i in range(steps.size):
-        w = np.exp(-(steps[i] - steps[: i + 1]) / 150.0)
-        np.testing.assert_allclose(smoothed[:, i], x[:, : i + 1] @ w / w.sum(), rtol=1e-12)
-    assert np.array_equal(smoothed[:, 0], x[:, 0])  # the first point is its own value, not pulled to 0
-    # a tiny window follows the data, a huge one tends to the running mean
-    np.testing.assert_allclose(stats.ema_over_steps(steps, x, 1e-3), x)
-    np.testing.assert_allclose(stats.ema_over_steps(steps, x, 1e12)[:, -1], x.mean(axis=1), rtol=1e-6)
-
-
-def test_ema_over_steps_skips_updates_without_an_ended_episode():
-    steps = np.arange(1, 6) * 10.0
-    x = np.array([np.nan, 2.0, np.nan, 4.0, 6.0])
-    smoothed = stats.ema_over_steps(steps, x, window=10.0)
-    assert np.isnan(smoothed[0])  # nothing seen yet
-    assert smoothed[1] == 2.0 and smoothed[2] == 2.0  # a NaN adds no weight: the average carries on
-    w = np.exp(-(50.0 - np.array([20.0, 40.0, 50.0])) / 10.0)
-    assert smoothed[4] == pytest.approx(np.array([2.0, 4.0, 6.0]) @ w / w.sum())
-    with pytest.raises(ValueError, match="window"):
-        stats.ema_over_steps(steps, x, 0.0)
-
-
 def _crossing(steps, curve, level):
     """The first step at which `curve` reaches `level` (it rises through it)."""
     return steps[np.argmax(curve >= level)]
 
 
-@pytest.mark.parametrize("smooth", ["centred", "trailing EMA"])
-def test_smoothing_does_not_lag_a_step_in_the_returns(smooth):
+def test_smoothing_does_not_lag_a_step_in_the_returns():
     # a learning curve that jumps from 0 to 1 at step 10,000 (3 seeds, an update every 100 steps):
     # the smoothed curve must cross half height at the step (within one update) and reach 95% of
-    # it within one window. The trailing EMA the plots drew before lags by window·ln 2 (half
-    # height) and 3 windows (95%): the bold curve showed a maze solved at ~8k steps at ~25k.
+    # it within one window. A trailing EMA (the plots' smoothing up to 0.4) lags by window·ln 2
+    # (half height) and 3 windows (95%): the bold curve showed a maze solved at ~8k steps at ~25k.
     steps, window, jump = np.arange(1, 201) * 100.0, 2000.0, 10_000.0
     curves = np.tile(np.where(steps >= jump, 1.0, 0.0), (3, 1))
-    fn = stats.centred_mean_over_steps if smooth == "centred" else stats.ema_over_steps
-    mean, _ = stats.mean_se_by_step(fn(steps, curves, window))
+    mean, _ = stats.mean_se_by_step(stats.centred_mean_over_steps(steps, curves, window))
     half, ninety_five = _crossing(steps, mean, 0.5), _crossing(steps, mean, 0.95)
-    lags = (abs(half - jump) <= 100.0, ninety_five - jump <= window)
-    assert lags == ((True, True) if smooth == "centred" else (False, False)), (half, ninety_five)
+    assert abs(half - jump) <= 100.0 and ninety_five - jump <= window, (half, ninety_five)
     # falling steps alike: a centred window is symmetric, so it lags neither way
-    if smooth == "centred":
-        fall = stats.centred_mean_over_steps(steps, 1.0 - curves[0], window)
-        assert abs(steps[np.argmax(fall <= 0.5)] - jump) <= 100.0
+    fall = stats.centred_mean_over_steps(steps, 1.0 - curves[0], window)
+    assert abs(steps[np.argmax(fall <= 0.5)] - jump) <= 100.0
 
 
 def test_centred_mean_over_steps_is_the_mean_of_the_points_within_half_a_window():

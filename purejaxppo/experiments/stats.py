@@ -85,31 +85,6 @@ def centred_mean_over_steps(steps, curves, window: float) -> np.ndarray:
     return np.divide(sums, counts, out=np.full_like(sums, np.nan), where=counts > 0)
 
 
-def ema_over_steps(steps, curves, window: float) -> np.ndarray:
-    """A trailing exponential moving average of each row of `curves` ([runs, points] or [points])
-    (the plots' smoothing up to 0.4: it lags a step in the data by window·ln 2 to half height and
-    ~3 windows to 95%, so the plots now use `centred_mean_over_steps`) over the environment
-    steps `steps` ([points], increasing), with time constant `window` steps: point i is the
-    weighted mean of the points j <= i with weights exp(-(steps[i] - steps[j]) / window), so
-    the smoothing is the same whatever the steps per update, and the first point is its own
-    value (normalised by the weights, not pulled toward 0). A NaN (an update in which no
-    episode ended) has no weight; points before the first finite value are NaN."""
-    if not window > 0:
-        raise ValueError(f"window must be positive, got {window}")
-    steps = np.asarray(steps, dtype=np.float64)
-    curves = np.asarray(curves, dtype=np.float64)
-    decay = np.exp(-np.diff(steps, prepend=steps[0]) / window)
-    total = np.zeros(curves.shape[:-1])
-    weight = np.zeros(curves.shape[:-1])
-    smoothed = np.full_like(curves, np.nan)
-    for i in range(curves.shape[-1]):
-        seen = np.isfinite(curves[..., i])
-        total = decay[i] * total + np.where(seen, curves[..., i], 0.0)
-        weight = decay[i] * weight + seen
-        smoothed[..., i] = np.divide(total, weight, out=np.full_like(total, np.nan), where=weight > 0)
-    return smoothed
-
-
 def _iqm_of_sorted(x: np.ndarray) -> np.ndarray:
     """Interquartile mean along the last axis of values sorted along it: drop
     floor(n/4) values at each end, average the rest (as scipy.stats.trim_mean(x, 0.25))."""
