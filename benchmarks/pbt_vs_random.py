@@ -101,7 +101,13 @@ def main() -> None:
                    "greedy": [round(float(g), 2) for g in greedy], "run_seconds": round(result.run_seconds, 2),
                    "compile_seconds": round(result.compile_seconds, 2)}
             if result.lineage is not None:
-                row["exploit_events"] = sum(x["copied_from"] != x["member"] for x in result.lineage)
+                lineage = result.lineage
+                row["exploit_events"] = sum(x["copied_from"] != x["member"] for x in lineage)
+                row["max_replaced"] = max(sum(x["run"] == k and x["copied_from"] != x["member"] for x in lineage)
+                                          for k in range(len(result.runs)))
+                last = [x for x in lineage if x["interval"] == lineage[-1]["interval"]]
+                row["final_range"] = {n: [min(x[n] for x in last), max(x[n] for x in last)]
+                                      for n in spec.pbt["hyperparameters"]}
             rows.append(row)
             print(json.dumps(row), flush=True)
     print(f"\n{base.env}, {spec.pbt['population']} members x {spec.seeds} population(s), "

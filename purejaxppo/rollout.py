@@ -25,9 +25,11 @@ class Transition:
     episode_length: jnp.ndarray
     hidden: object               # a recurrent policy's carry after seeing obs (before any restart); () without
     action_mask: object          # the actions allowed at obs [..., num_actions] (an env with masks); () without
+    info: dict                   # the info entries named by info_metrics, as float32; {} without
 
 
-def rollout(env, policy, env_state, obs, key, num_steps, resets="per_step", carry=(), initial_carry=()):
+def rollout(env, policy, env_state, obs, key, num_steps, resets="per_step", carry=(), initial_carry=(),
+            info_keys=()):
     """Run `policy(carry, obs, key) -> (carry, env_action, action, log_prob, value)` for
     num_steps; for an environment with action masks, `policy(carry, obs, key, mask=...)`
     with what `env.action_mask` allows in each env's state.
@@ -42,7 +44,8 @@ def rollout(env, policy, env_state, obs, key, num_steps, resets="per_step", carr
                      the same fresh state both times (for costly resets: Brax)
       "in_loop"      one per (step, env), each step computing its own (same results as
                      "per_step", memory of one step)
-    Returns (env_state, obs, carry, Transition[num_steps, num_envs]).
+    Returns (env_state, obs, carry, Transition[num_steps, num_envs]); its `info` holds the
+    step info's entries named in `info_keys`, as float32.
 
     A state whose mask allows no action at all: the masked policy gives every action the
     same lowest logit, has no preference, and takes action 0, greedy or sampled (the noise of
@@ -79,7 +82,8 @@ def rollout(env, policy, env_state, obs, key, num_steps, resets="per_step", carr
             obs=obs, action=action, log_prob=log_prob, value=value, reward=reward,
             terminated=terminated, truncated=truncated, final_obs=info["final_observation"],
             episode_done=info["episode_done"], episode_return=info["episode_return"],
-            episode_length=info["episode_length"], hidden=carry, action_mask=mask)
+            episode_length=info["episode_length"], hidden=carry, action_mask=mask,
+            info={name: info[name].astype(jnp.float32) for name in info_keys})
         carry = restart(carry, initial_carry, info["episode_done"])
         return (env_state, next_obs, carry), transition
 

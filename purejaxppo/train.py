@@ -23,7 +23,8 @@ One update, all inside one `lax.scan` over updates:
                     stop early once an epoch's mean k3 KL > 1.5 * target_kl
     4. diagnostics  per epoch (KL, clip fraction) and per update (losses, episodes, ...),
                     and what went wrong at run time: steps whose action mask allowed no
-                    action, episodes that ran past max_episode_steps (counted, not averaged)
+                    action, episodes that ran past max_episode_steps (counted, not averaged);
+                    the env info's entries named by info_metrics, means over the batch's steps
     5. observe      with normalize_obs, merge the rollout's observations into the running
                     statistics: the rollout and every epoch of an update see the same
                     normalisation, so the first minibatch's ratio is exactly 1
@@ -176,7 +177,8 @@ class Learner:
         start_carry = agent.carry(state.agent_state)
         env_state, obs, carry, traj = rollout(self.env, policy, state.env_state, state.obs, rollout_key,
                                               cfg.num_steps, resets=self.env.reset_strategy, carry=start_carry,
-                                              initial_carry=agent.initial_carry(cfg.num_envs))
+                                              initial_carry=agent.initial_carry(cfg.num_envs),
+                                              info_keys=cfg.info_metrics)
         chex.assert_shape(traj.reward, (cfg.num_steps, cfg.num_envs))
         reward, reward_scaler = traj.reward * cfg.reward_scale, state.reward_scaler
         if cfg.normalize_reward:
@@ -237,6 +239,7 @@ class Learner:
             learning_rate=lr,
             no_action_steps=jnp.sum(no_action(traj, agent.masked)).astype(jnp.int32),
             overlong_episodes=jnp.sum(past_time_limit(traj, self.env.max_episode_steps)).astype(jnp.int32))
+        metrics.update({f"info_{name}": jnp.mean(value) for name, value in traj.info.items()})  # info_metrics
 
         updates_done = state.updates_done + 1
 

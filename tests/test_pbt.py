@@ -51,9 +51,10 @@ def pbt(**section):
                      **section})
 
 
-def step(section, fitness, interval=0):
+def step(section, fitness, interval=0, se=None):
     hparams = HParams.stack(tiny_cfg(), lr=[1e-3 * (1 + k) for k in range(RUNS)], gamma=[0.99] * RUNS)
-    out = jax.jit(make_step(section, SEEDS))(states(), hparams, np.asarray(fitness, np.float32),
+    se = np.zeros(RUNS, np.float32) if se is None else np.asarray(se, np.float32)
+    out = jax.jit(make_step(section, SEEDS))(states(), hparams, np.asarray(fitness, np.float32), se,
                                              step_keys(0, list(range(SEEDS)), interval))
     return hparams, jax.tree.map(np.asarray, out)
 
@@ -115,7 +116,61 @@ def test_fitness_is_the_mean_return_of_the_episodes_finished_in_the_interval():
     metrics = {"episode_return": np.array([[10.0, 20.0, 20.0], [np.nan, np.nan, np.nan], [5.0, 5.0, 7.0]]),
                "episodes_finished": np.array([[1, 3, 0], [0, 0, 0], [0, 0, 0]])}
     # run 0: (10 + 3 x 20) / 4; run 1: no episode yet (NaN, ranked last); run 2: none in the interval: the last one
-    np.testing.assert_allclose(interval_fitness(metrics), [17.5, np.nan, 7.0])
+    fitness, se = interval_fitness(metrics)
+    np.testing.assert_allclose(fitness, [17.5, np.nan, 7.0])
+    # run 0's batches (updates): 1 episode of 10, 3 of 20: sqrt(2 x ((10 - 17.5)^2 + (3 x 2.5)^2)) / 4
+    np.testing.assert_allclose(se, [np.sqrt(2 * (7.5 ** 2 + 7.5 ** 2)) / 4, 0.0, 0.0], rtol=1e-6)
+
+
+def test_the_fitness_se_is_the_spread_of_the_updates_means():
+    rng = np.random.default_rng(0)
+    returns = rng.normal(100.0, 10.0, (1, 400))  # one episode per update: the plain s.e. of the mean
+    fitness, se = interval_fitness({"episode_return": returns, "episodes_finished": np.ones((1, 400), int)})
+    np.testing.assert_allclose(se, returns.std(ddof=1) / np.sqrt(400), rtol=1e-5)
+    assert 0.4 < se[0] < 0.6  # 10 / sqrt(400)
+    flat = {"episode_return": np.full((1, 5), 500.0), "episodes_finished": np.full((1, 5), 2)}
+    assert interval_fitness(flat)[1][0] == 0.0  # at the cap: no noise
+
+
+# seed 0: every member at the cap (a tie); seed 1: members 1, 3 tied at the top, 2 and 0 tied below
+TIED = [500.0, 200.0, 500.0, 500.0, 500.0, 200.0, 500.0, 500.0]
+
+
+def test_tied_members_are_not_replaced():
+    """Ties do not churn: the bottom quarter's drawn source has the same fitness, so it keeps its
+    weights and its values, step after step (without the gap, the old step replaced one member per
+    seed each time, by index order)."""
+    for interval in range(6):
+        hparams, (after, explored, copied_from) = step(pbt(), [500.0] * RUNS, interval=interval)
+        np.testing.assert_array_equal(copied_from, np.arange(RUNS) // SEEDS)
+        np.testing.assert_array_equal(explored.lr, hparams.lr)
+        chex.assert_trees_all_equal(after.params, jax.tree.map(np.asarray, states().params))
+    # min_gap's se part: equal fitness plus noise (a 3-unit gap against an s.e. of 2 each) replaces nothing
+    _, (_, _, copied_from) = step(pbt(), [503.0, 500.0] * MEMBERS, se=[2.0] * RUNS)
+    np.testing.assert_array_equal(copied_from, np.arange(RUNS) // SEEDS)
+
+
+def test_a_real_fitness_gap_still_exploits():
+    """A gap beyond the noise replaces: seed 1's bottom quarter (member 2, 200 against 500, s.e. 2)
+    copies its top quarter (member 1); with a min_gap above the gap, nothing is replaced."""
+    se = [2.0] * RUNS
+    _, (_, _, copied_from) = step(pbt(), TIED, se=se)
+    member_of = copied_from.reshape(MEMBERS, SEEDS)
+    np.testing.assert_array_equal(member_of[:, 0], np.arange(MEMBERS))  # seed 0: all tied, kept
+    np.testing.assert_array_equal(member_of[:, 1], [0, 1, 1, 3])
+    _, (_, _, copied_from) = step(pbt(min_gap={"absolute": 400.0}), TIED, se=se)
+    np.testing.assert_array_equal(copied_from, np.arange(RUNS) // SEEDS)
+    _, (_, _, copied_from) = step(pbt(min_gap={"se": 200.0}), TIED, se=se)  # 300 < 200 x sqrt(8): kept
+    np.testing.assert_array_equal(copied_from, np.arange(RUNS) // SEEDS)
+    _, (_, _, copied_from) = step(pbt(min_gap={"se": 100.0}), TIED, se=se)  # 300 > 100 x sqrt(8): replaced
+    assert copied_from[5] == 1
+
+
+@pytest.mark.parametrize("gap", [{"se": -1.0}, {"absolute": float("nan")}, {"sigma": 2}, [2.0]])
+def test_a_bad_min_gap_is_named(gap):
+    with pytest.raises(ConfigError) as info:
+        pbt(min_gap=gap)
+    assert info.value.field.startswith("pbt.min_gap"), info.value.field
 
 
 
@@ -125,7 +180,8 @@ def test_explored_values_stay_finite_and_within_their_rule():
     section = pbt(explore={"perturb": [3e38], "resample": 0.0})
     hparams = HParams.stack(tiny_cfg(), lr=[2.0] * RUNS, gamma=[0.99] * RUNS)
     _, explored, copied_from = jax.jit(make_step(section, SEEDS))(
-        states(), hparams, np.asarray(FITNESS, np.float32), step_keys(0, list(range(SEEDS)), 0))
+        states(), hparams, np.asarray(FITNESS, np.float32), np.zeros(RUNS, np.float32),
+        step_keys(0, list(range(SEEDS)), 0))
     replaced = np.asarray(copied_from) != np.arange(RUNS) // SEEDS
     assert replaced.any()
     assert np.all(np.asarray(explored.lr)[replaced] == np.finfo(np.float32).max)
@@ -160,6 +216,30 @@ def test_a_schedule_follows_the_weights_back_through_copied_from():
     assert [(r["member"], r["lr"]) for r in pbt_schedule(lineage, 2)] == [(0, 0), (1, 11), (2, 22)]
     assert [r["member"] for r in pbt_schedule(lineage, 0)] == [0, 0, 0]  # never replaced: its own rows
 
+def test_tied_members_share_their_rank_in_the_summary():
+    """Three members at 500 (greedy and fitness), one below: ranks 1, 1, 1 and 4, the summary
+    names all three as the best and no 'best member'."""
+    from types import SimpleNamespace
+
+    from purejaxppo.experiments.report import pbt_markdown, pbt_summary
+
+    greedy, fitness = [500.0, 500.0, 480.0, 500.0], [500.0, 500.0, 470.0, 500.0]
+    lineage = [{"interval": i, "updates": 2 * (i + 1), "seed": 0, "member": k, "run": k, "copied_from": k,
+                "fitness": fitness[k], "fitness_se": 0.0, "lr": 1e-3, "gamma": 0.99} for i in range(2) for k in range(4)]
+    result = SimpleNamespace(
+        lineage=lineage, spec=SimpleNamespace(pbt=pbt(), seeds=1, threshold=None),
+        runs=[{"point": k, "seed": 0, "lr": 1e-3, "gamma": 0.99} for k in range(4)],
+        evaluation=[{"deterministic": [g, g]} for g in greedy], diverged=np.zeros(4, bool),
+        base=SimpleNamespace(env="CartPole-v1"), configs=[tiny_cfg()], run_seconds=1.0, compile_seconds=1.0,
+        population=SimpleNamespace(step_seconds=[0.1]))
+    summary = pbt_summary(result)
+    assert [m["rank"] for m in summary["members"]] == [1, 1, 4, 1]
+    assert summary["best_tied"] == [0, 1, 3] and summary["best"]["run"] == 0
+    text = pbt_markdown(summary)
+    assert "Best members (tied): 3 share rank 1: member 0 seed 0, member 1 seed 0, member 3 seed 0" in text
+    assert "The best member" not in text and "| 1 (tied) | 3 |" in text and "| 4 | 2 |" in text
+
+
 # --------------------------------------------------------------------------------------
 # a whole run, through the command line, and its resume
 # --------------------------------------------------------------------------------------
@@ -178,6 +258,7 @@ sweep:
     interval: 2
     hyperparameters:
       lr: {loguniform: [1.0e-4, 1.0e-2]}
+    min_gap: {se: 0}               # 6 updates of noise: any higher fitness exploits, so the run has events
     explore: {resample: 0.5}
 """
 
@@ -223,12 +304,15 @@ def test_the_summary_gives_the_final_population_and_the_best_members_schedule(wh
         assert set(m["eval_return"]) == {"mean", "se"}
     assert summary["eval_return"]["per_run"] == [m["eval_return"]["mean"] for m in members]
     assert summary["eval_return"]["median"] == np.median(summary["eval_return"]["per_run"])
-    by_rank = sorted(members, key=lambda m: m["rank"])
-    assert [m["rank"] for m in by_rank] == list(range(1, RUNS + 1))
+    by_rank = sorted(members, key=lambda m: (m["rank"], m["run"]))
+    merit = [(m["eval_return"]["mean"], m["final_fitness"]) for m in members]
+    for m, mine in zip(members, merit):  # competition ranks: ties share one
+        assert m["rank"] == 1 + sum(other > mine for other in merit)
     greedy = [m["eval_return"]["mean"] for m in by_rank]
     assert greedy == sorted(greedy, reverse=True)
     best = summary["best"]
     assert best["rank"] == 1 and best["run"] == by_rank[0]["run"]
+    assert summary["best_tied"] == [m["run"] for m in members if m["rank"] == 1]
     # the schedule: the lineage's rows of the members that held the best's weights, chained by copied_from
     schedule = best["schedule"]
     assert [r["interval"] for r in schedule] == [0, 1, 2] and schedule[-1]["run"] == best["run"]
@@ -243,7 +327,10 @@ def test_the_summary_gives_the_final_population_and_the_best_members_schedule(wh
     assert [(int(t["run"]), int(t["rank"]), float(t["lr"])) for t in table] == [
         (m["run"], m["rank"], m["final"]["lr"]) for m in members]
     text = (out / "summary.md").read_text()
-    assert f"The best member: member {best['member']}, seed {best['seed']}" in text
+    if len(summary["best_tied"]) == 1:
+        assert f"The best member: member {best['member']}, seed {best['seed']}" in text
+    else:
+        assert "Best members (tied)" in text
     for name in ("pbt_lr.png", "pbt_fitness.png", "pbt_lineage.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
 
@@ -278,16 +365,17 @@ def test_a_pbt_run_resumed_from_a_middle_checkpoint_is_the_same_run(whole, capsy
 
 OVERFLOWING_FILE = """env: CartPole-v1
 num_envs: 4
-num_steps: 16
+num_steps: 32
 num_minibatches: 2
-total_timesteps: 128
+total_timesteps: 640
 sweep:
   eval_episodes: 0
   pbt:
     population: 2
     interval: 1
     hyperparameters:
-      lr: {uniform: [1.0, 2.0]}
+      lr: {uniform: [1.0e-2, 5.0e-2]}
+      max_grad_norm: {uniform: [1.5, 2.0]}
       gamma: {uniform: [0.9, 0.99]}
     exploit: 0.5
     explore: {perturb: [3.0e+38], resample: 0}
@@ -296,14 +384,19 @@ sweep:
 
 @pytest.mark.slow  # a second PBT sweep (the step alone: test_explored_values_stay_finite_and_within_their_rule)
 def test_a_member_perturbed_past_float32_is_saved_as_a_config_that_loads(tmp_path):
-    """Two updates, one step between them: the replaced member's lr (1 to 2, times 3e38) would be
-    inf, which no config takes; it is float32's largest, and its gamma 1."""
+    """Five updates, a step after each of the first four (the first finds the members tied: the
+    same seed, the same first rollout; later ones, after different updates, replace): a replaced
+    member's max_grad_norm (1.5 to 2, times 3e38) would be inf, which no config takes; it is
+    float32's largest, and its gamma 1."""
     (tmp_path / "pbt.yaml").write_text(OVERFLOWING_FILE)
     assert main(["sweep", str(tmp_path / "pbt.yaml"), "--out", str(tmp_path / "out"), "--no-cache"]) == 0
     configs = [ppo.load(tmp_path / "out", run=k)[0] for k in range(2)]
-    assert all(0 < cfg.lr <= np.finfo(np.float32).max and 0 <= cfg.gamma <= 1 for cfg in configs)
-    assert sorted(cfg.lr == float(np.finfo(np.float32).max) for cfg in configs) == [False, True]
-    assert sorted(cfg.gamma == 1.0 for cfg in configs) == [False, True]
+    assert all(0 < cfg.max_grad_norm <= np.finfo(np.float32).max and 0 <= cfg.gamma <= 1 for cfg in configs)
+    rows = _rows(tmp_path / "out" / "pbt.csv")
+    replaced = {int(r["run"]) for r in rows if r["copied_from"] != r["member"]}
+    assert replaced and rows[0]["fitness"] == rows[1]["fitness"]  # the first interval: a tie, kept
+    for k in replaced:
+        assert configs[k].max_grad_norm == float(np.finfo(np.float32).max) and configs[k].gamma == 1.0
 
 
 @pytest.mark.learning

@@ -154,3 +154,18 @@ class NoStep:
 
 def no_step():
     return NoStep()
+
+
+class InfoCorridor(Corridor):
+    """The corridor, whose step info carries numbers a test knows: `seven` (7.0 on every step),
+    `ended` (the step ended the episode), `cell` (the position reached, an int), and `one_hot`
+    (not one number: not offered to info_metrics)."""
+
+    def step(self, key, state, action):
+        obs, state, reward, terminated, truncated, _ = super().step(key, state, action)
+        info = {"seven": jnp.float32(7.0), "ended": terminated | truncated, "cell": state.pos, "one_hot": obs}
+        return obs, state, reward, terminated, truncated, info
+
+
+def info_corridor(**params):
+    return InfoCorridor(**params)

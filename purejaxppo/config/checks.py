@@ -175,6 +175,12 @@ def _coerce(f: Field, value: Any) -> Any:
         if max(value) >= 2**31:
             raise _error(f, value, "must hold sizes that fit in 32 bits (below 2**31)")
         return tuple(value)
+    if f.type == "list of names":
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+            raise _error(f, value, "must be a list of names (strings), e.g. [distance, success]")
+        if len(set(value)) != len(value):
+            raise _error(f, value, "names a key twice")
+        return tuple(value)
     if f.type == "mapping":
         if value is None:
             return {}

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 TYPES: Mapping[str, Any] = types.MappingProxyType({
     "int": int, "float": float, "bool": bool, "str": str,
     "list of positive ints": tuple[int, ...],
+    "list of names": tuple[str, ...],
     "mapping": Mapping[str, Any],  # null reads as {}
 })
 # dtype of a traced field's value in HParams, by type
@@ -135,6 +136,9 @@ FIELDS: Mapping[str, Field] = _table(
     Field("normalize_reward", "bool", False,
           "divide rewards by the running standard deviation of the discounted return"),
     Field("reward_clip", "float", 10.0, "normalised rewards are clipped to ±reward_clip", rules=(POSITIVE,)),
+    Field("info_metrics", "list of names", (),
+          "entries of the environment's step info logged as metrics, info_<name>: each a number per step, "
+          "averaged over the update's num_steps × num_envs steps"),
     # --- traced hyperparameters ---------------------------------------------------
     Field("lr", "float", 2.5e-4, "Adam learning rate (Adam eps 1e-5)", traced=True, rules=(POSITIVE,)),
     Field("anneal_lr", "bool", True, "decay lr linearly to 0 over the run", traced=True),
@@ -197,6 +201,6 @@ class PPOConfig:
         d = dataclasses.asdict(self)
         d["env_params"] = dict(self.env_params)
         d["network_kwargs"] = dict(self.network_kwargs)
-        for name in ("hidden_sizes", "cnn_channels", "cnn_kernels", "cnn_strides"):
+        for name in ("hidden_sizes", "cnn_channels", "cnn_kernels", "cnn_strides", "info_metrics"):
             d[name] = list(getattr(self, name))
         return d

@@ -190,9 +190,17 @@ def check_env_config(cfg: EnvConfig, action_kinds: Mapping[str, str], env: Env |
     """The name exists, its parameters exist, and action-space specific settings fit:
     `action_kinds` is {field of cfg: the action kind it needs} (`config.ACTION_KIND_FIELDS`);
     such a field must be null unless the environment has that kind of actions, and
-    `action_squash: tanh` needs a finite box (low < high). `env`: the environment already
+    `action_squash: tanh` needs a finite box (low < high); every name of `info_metrics` is a
+    number per step of the environment's info (`info_numbers`). `env`: the environment already
     built from cfg (default: build it). Returns the environment."""
     env = make_env(cfg) if env is None else env
+    wanted = getattr(cfg, "info_metrics", ())
+    if wanted:
+        numbers = info_numbers(env)
+        for name in wanted:
+            if name not in numbers:
+                raise ConfigError("info_metrics", name, f"is not a number in {cfg.env}'s step info; its numbers "
+                                  f"per step are {', '.join(sorted(numbers)) or 'none'}")
     space = env.action_space
     for field, kind in action_kinds.items():
         if getattr(cfg, field) is not None and space.kind != kind:
@@ -205,6 +213,21 @@ def check_env_config(cfg: EnvConfig, action_kinds: Mapping[str, str], env: Env |
             raise ConfigError("action_squash", "tanh", f"squashes actions into their box, which must be finite with "
                               f"low < high; {cfg.env}'s is low={low.tolist()}, high={high.tolist()} (use clip)")
     return env
+
+
+def info_numbers(env: Env) -> list[str]:
+    """The entries of `env`'s step info that are one number per step (a scalar of a
+    numeric or bool dtype), traced (jax.eval_shape: nothing compiles)."""
+    import jax
+    import jax.numpy as jnp
+
+    space, key = env.action_space, jax.random.PRNGKey(0)
+    action = (jax.ShapeDtypeStruct((), jnp.int32) if space.kind == "discrete"
+              else jax.ShapeDtypeStruct(tuple(space.shape), jnp.float32))
+    _, state = jax.eval_shape(env.reset, key)
+    info = jax.eval_shape(env.step, key, state, action)[5]
+    return [name for name, x in info.items() if hasattr(x, "shape") and x.shape == ()
+            and (jnp.issubdtype(x.dtype, jnp.number) or x.dtype == jnp.bool_)]
 
 
 __all__ = ["ActionSpace", "AutoReset", "Env", "EnvConfig", "EpisodeStats", "FAMILIES", "GymnaxEnv", "env_names",

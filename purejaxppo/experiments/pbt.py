@@ -9,6 +9,7 @@
           lr: {loguniform: [1.0e-5, 1.0e-1]}
           ent_coef: {uniform: [0.0, 0.02]}
         exploit: 0.25               # truncation: the bottom quarter copies a member of the top quarter
+        min_gap: {se: 2.0, absolute: 0.0}  # ... only where the source's fitness is higher by more than this
         explore: {perturb: [0.8, 1.25], resample: 0.25}
         fitness: episode_return     # mean return of the episodes finished in the last interval
 
@@ -18,7 +19,9 @@ sweep's `random_seed`), each run with every seed: one run set, one compiled chun
 `PRNGKey(first_seed + s)`, as in a sweep, so without exploit events a population is exactly
 that random search. After each interval but the last, one compiled step (`make_step`) runs
 on the whole population: per seed, the members ranked by fitness, the bottom fraction each
-copy a member of the top fraction drawn uniformly (parameters, optimiser state, observation
+copy a member of the top fraction drawn uniformly, if its fitness is above theirs by more
+than `min_gap` (`se` standard errors of the difference plus `absolute`: ties, and differences
+within the fitnesses' noise, replace nothing) (parameters, optimiser state, observation
 and reward normalisation statistics; each keeps its own environments, recurrent memory,
 episode accounting and random streams), and explore its hyperparameters: each explored
 value multiplied by one of the perturb factors, or with probability `resample` drawn afresh
@@ -50,10 +53,11 @@ from purejaxppo.experiments.faults import wait_ready
 from purejaxppo.experiments.search import check_distribution, draw, is_number
 from purejaxppo.normalize import RewardScaler
 
-PBT_KEYS = ("population", "interval", "hyperparameters", "exploit", "explore", "fitness")
+PBT_KEYS = ("population", "interval", "hyperparameters", "exploit", "min_gap", "explore", "fitness")
 EXPLORE_KEYS = ("perturb", "resample")
+GAP_KEYS = ("se", "absolute")
 FITNESS = {"episode_return": "the mean return of the episodes finished in the last interval"}
-DEFAULTS = {"exploit": 0.25, "explore": {"perturb": [0.8, 1.25], "resample": 0.25}, "fitness": "episode_return"}
+DEFAULTS = {"exploit": 0.25, "min_gap": {"se": 2.0, "absolute": 0.0}, "explore": {"perturb": [0.8, 1.25], "resample": 0.25}, "fitness": "episode_return"}
 # hyperparameters are float32 on the device: an explored value stays finite, and a factor must be one
 _TINY, _MAX = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
 # a float key's rule -> the interval an explored value is clipped to
@@ -107,6 +111,16 @@ def make_pbt(section: Any) -> dict:
     if not is_number(exploit) or not 0 < exploit <= 0.5:
         raise ConfigError("pbt.exploit", exploit, "must be a fraction in (0, 0.5]: the bottom fraction copies "
                           "the top fraction")
+    min_gap = section.get("min_gap", DEFAULTS["min_gap"])
+    if not isinstance(min_gap, Mapping):
+        raise ConfigError("pbt.min_gap", min_gap, "must be a mapping, e.g. {se: 2.0, absolute: 0.0}")
+    for key in min_gap:
+        if key not in GAP_KEYS:
+            raise ConfigError(f"pbt.min_gap.{key}", min_gap[key], f"unknown; min_gap keys are {', '.join(GAP_KEYS)}")
+    gap = {**DEFAULTS["min_gap"], **min_gap}
+    for key, value in gap.items():
+        if not (is_number(value) and 0 <= value <= _MAX):
+            raise ConfigError(f"pbt.min_gap.{key}", value, "must be a finite number >= 0")
     explore = section.get("explore", DEFAULTS["explore"])
     if not isinstance(explore, Mapping):
         raise ConfigError("pbt.explore", explore, "must be a mapping, e.g. {perturb: [0.8, 1.25], resample: 0.25}")
@@ -128,7 +142,7 @@ def make_pbt(section: Any) -> dict:
     if not isinstance(fitness, str) or fitness not in FITNESS:
         raise ConfigError("pbt.fitness", fitness, f"must be one of {', '.join(FITNESS)}")
     return {"population": population, "interval": interval, "hyperparameters": hyperparameters,
-            "exploit": float(exploit), "explore": {"perturb": [float(a) for a in perturb], "resample": float(resample)},
+            "exploit": float(exploit), "min_gap": {k: float(v) for k, v in gap.items()}, "explore": {"perturb": [float(a) for a in perturb], "resample": float(resample)},
             "fitness": fitness}
 
 
@@ -145,15 +159,24 @@ def check_interval(pbt: Mapping, num_updates: int) -> None:
 # --------------------------------------------------------------------------------------
 # the step, on the device
 # --------------------------------------------------------------------------------------
-def interval_fitness(metrics: Mapping[str, np.ndarray]) -> np.ndarray:
-    """[runs] the mean return of the episodes each run finished in the interval
-    (`metrics`: [runs, updates]), or where none finished its last finished episode's
-    (NaN before any: ranked last)."""
-    returns, finished = metrics["episode_return"], metrics["episodes_finished"]
-    count = finished.sum(axis=1)
+def interval_fitness(metrics: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """-> (fitness, se), each [runs]. fitness: the mean return of the episodes each run
+    finished in the interval (`metrics`: [runs, updates]), or where none finished its last
+    finished episode's (NaN before any: ranked last). se: its standard error by batch means,
+    each update's episodes one batch (the metrics keep each update's mean return, not each
+    episode's): sqrt(B / (B - 1) * sum_u n_u^2 (m_u - fitness)^2) / sum_u n_u over the B
+    updates that finished episodes, n_u of mean m_u; 0 where B < 2 (no estimate: only
+    min_gap's absolute part applies)."""
+    returns, finished = metrics["episode_return"], metrics["episodes_finished"].astype(np.float64)
+    ended = finished > 0
+    count, batches = finished.sum(axis=1), ended.sum(axis=1)
     with np.errstate(invalid="ignore"):
-        total = np.where(finished > 0, returns * finished, 0.0).sum(axis=1)
-    return np.where(count > 0, total / np.maximum(count, 1), returns[:, -1]).astype(np.float32)
+        total = np.where(ended, returns * finished, 0.0).sum(axis=1)
+        mean = total / np.maximum(count, 1)
+        spread = np.where(ended, (finished * (returns - mean[:, None])) ** 2, 0.0).sum(axis=1)
+        se = np.sqrt(batches / np.maximum(batches - 1, 1) * spread) / np.maximum(count, 1)
+    fitness = np.where(count > 0, mean, returns[:, -1]).astype(np.float32)
+    return fitness, np.where(batches >= 2, se, 0.0).astype(np.float32)
 
 
 def _sample(dist: Mapping, key, shape):
@@ -173,13 +196,24 @@ def _bounds(key: str) -> tuple[float, float]:
     return low, high
 
 
-def _population_step(pbt: Mapping, states, hparams: HParams, fitness, key):
+def beats(pbt: Mapping, fitness, se, source):
+    """[members] whether each member's drawn `source` is fitter by more than min_gap: its
+    fitness higher by more than `se` standard errors of the difference plus `absolute`
+    (a member with no fitness yet (NaN) is beaten by any source that has one)."""
+    gap = pbt["min_gap"]
+    noise = jnp.sqrt(jnp.nan_to_num(se) ** 2 + jnp.nan_to_num(se[source]) ** 2)
+    higher = fitness[source] - fitness > gap["se"] * noise + gap["absolute"]
+    return jnp.where(jnp.isnan(fitness), ~jnp.isnan(fitness[source]), higher)
+
+
+def _population_step(pbt: Mapping, states, hparams: HParams, fitness, se, key):
     """One population ([members] leading axis) -> (states, hparams, source [members])."""
     members = fitness.shape[0]
     n = max(1, int(pbt["exploit"] * members))
     order = jnp.argsort(-jnp.where(jnp.isnan(fitness), -jnp.inf, fitness), stable=True)  # best first
     pick_key, explore_key = jax.random.split(key)
-    source = jnp.arange(members).at[order[members - n:]].set(order[jax.random.randint(pick_key, (n,), 0, n)])
+    drawn = jnp.arange(members).at[order[members - n:]].set(order[jax.random.randint(pick_key, (n,), 0, n)])
+    source = jnp.where(beats(pbt, fitness, se, drawn), drawn, jnp.arange(members))  # ties, noise: kept
     replaced = source != jnp.arange(members)
 
     def take(tree):
@@ -206,19 +240,19 @@ def _population_step(pbt: Mapping, states, hparams: HParams, fitness, key):
 
 
 def make_step(pbt: Mapping, seeds: int) -> Callable:
-    """-> step(states, hparams, fitness, keys) -> (states, hparams, copied_from), pure (jit it).
-    `states`, `hparams`, `fitness`: a leading run axis, run = member * seeds + seed (a sweep's
+    """-> step(states, hparams, fitness, se, keys) -> (states, hparams, copied_from), pure (jit
+    it). `states`, `hparams`, `fitness`, `se` (fitness's standard error): a leading run axis, run = member * seeds + seed (a sweep's
     order); `keys` [seeds, 2], one per population; `copied_from` [runs]: the member whose
     weights each run now holds (itself when it was not replaced)."""
-    def step(states, hparams, fitness, keys):
+    def step(states, hparams, fitness, se, keys):
         def by_seed(x):  # [members * seeds, ...] -> [members, seeds, ...]
             return x.reshape(-1, seeds, *x.shape[1:])
 
         def back(x):
             return x.reshape(-1, *x.shape[2:])
 
-        out = jax.vmap(lambda s, h, f, k: _population_step(pbt, s, h, f, k), in_axes=(1, 1, 1, 0), out_axes=1)(
-            *jax.tree.map(by_seed, (states, hparams, fitness)), keys)
+        out = jax.vmap(lambda s, h, f, e, k: _population_step(pbt, s, h, f, e, k), in_axes=(1, 1, 1, 1, 0),
+                       out_axes=1)(*jax.tree.map(by_seed, (states, hparams, fitness, se)), keys)
         return jax.tree.map(back, out)
 
     return step
@@ -255,19 +289,19 @@ class Population:
         (run_set,), (state,), (chunk_metrics,) = sets, states, metrics
         runs = len(run_set.runs)
         interval = len(self.lineage) // runs
-        fitness = interval_fitness(chunk_metrics)
+        fitness, se = interval_fitness(chunk_metrics)
         copied_from = self.copied_from or [self._where(k)[0] for k in range(runs)]
         for k in range(runs):
             member, seed = self._where(k)
             self.lineage.append({
                 "interval": interval, "updates": updates_done, "seed": self.first_seed + seed, "member": member,
                 "run": k, "copied_from": copied_from[k],
-                "fitness": None if math.isnan(fitness[k]) else float(fitness[k]),
+                "fitness": None if math.isnan(fitness[k]) else float(fitness[k]), "fitness_se": float(se[k]),
                 **{name: float(getattr(run_set.hparams, name)[k]) for name in self.pbt["hyperparameters"]}})
         if updates_done >= run_set.config.num_updates:
             return states
         keys = step_keys(self.random_seed, [self.first_seed + s for s in range(self.seeds)], interval)
-        args = (state, run_set.hparams, fitness, keys)
+        args = (state, run_set.hparams, fitness, se, keys)
         if self.compiled is None:
             start = time.perf_counter()
             self.compiled = self.step.lower(*args).compile()

@@ -40,9 +40,11 @@ def pbt_summary(result) -> dict[str, Any]:
     `ppo.load(folder, run=k)` gives), how often its weights were replaced, its last
     interval's fitness, its final policy on fresh episodes (greedy `eval_return` and sampled,
     mean ± s.e. over the episodes) and its final rank (1: the best; by the greedy return, then
-    the last fitness; diverged runs last). Over the population: each member's greedy return
-    (`per_run`), their mean ± s.e. and median. `best`: the first-ranked member with its
-    schedule (`pbt_schedule`)."""
+    the last fitness; diverged runs last; members equal on both share a rank, the next rank
+    skipping as many: 1, 1, 1, 4). Over the population: each member's greedy return
+    (`per_run`), their mean ± s.e. and median. `best`: the first-ranked member (the lowest run
+    among those tied) with its schedule (`pbt_schedule`); `best_tied`: the runs of every
+    member ranked 1."""
     lineage, names = result.lineage, list(result.spec.pbt["hyperparameters"])
     last = max(r["interval"] for r in lineage)
     final = {r["run"]: r for r in lineage if r["interval"] == last}
@@ -62,11 +64,12 @@ def pbt_summary(result) -> dict[str, Any]:
         fitness = math.nan if m["final_fitness"] is None else m["final_fitness"]
         return (not m["diverged"], *(v if math.isfinite(v) else -math.inf for v in (greedy, fitness)))
 
-    for rank, m in enumerate(sorted(members, key=merit, reverse=True), start=1):  # stable: ties by run
-        m["rank"] = rank
+    merits = [merit(m) for m in members]
+    for m, mine in zip(members, merits):  # a tie shares its rank: 1 + the members strictly better
+        m["rank"] = 1 + sum(other > mine for other in merits)
     kept = [m for m in members if not m["diverged"] and m["eval_return"]]
     greedy = np.array([m["eval_return"]["mean"] for m in kept], np.float64)
-    best = min(members, key=lambda m: m["rank"])
+    best = min(members, key=lambda m: (m["rank"], m["run"]))
     cfg, spec = result.configs[0], result.spec
     summary: dict[str, Any] = {
         "env": result.base.env, "populations": spec.seeds, "population": spec.pbt["population"],
@@ -78,6 +81,7 @@ def pbt_summary(result) -> dict[str, Any]:
                                     for m in members]},
         "threshold": spec.threshold, "members": members,
         "best": {**best, "schedule": pbt_schedule(lineage, best["run"])},
+        "best_tied": [m["run"] for m in members if m["rank"] == 1], "min_gap": spec.pbt.get("min_gap"),
         "steps_per_second": len(result.runs) * cfg.num_updates * cfg.batch_size / result.run_seconds,
         "run_seconds": result.run_seconds, "compile_seconds": result.compile_seconds,
         "step_seconds": float(sum(result.population.step_seconds))}
@@ -109,26 +113,39 @@ def pbt_markdown(summary: Mapping[str, Any]) -> str:
     def shown(ev):
         return format_mean_se(ev["mean"], ev["se"]) if ev else "n/a"
 
-    for m in sorted(summary["members"], key=lambda m: m["rank"]):
+    shared = [m["rank"] for m in summary["members"]]
+    for m in sorted(summary["members"], key=lambda m: (m["rank"], m["run"])):
         values = " | ".join(f"{m['initial'][n]:.3g} | {m['final'][n]:.3g}" for n in names)
         fitness = "n/a" if m["final_fitness"] is None else f"{m['final_fitness']:.4g}"
-        lines.append(f"| {m['rank']}{' (diverged)' if m['diverged'] else ''} | {m['member']} | {m['seed']} | "
+        rank = f"{m['rank']}{' (tied)' if shared.count(m['rank']) > 1 else ''}"
+        lines.append(f"| {rank}{' (diverged)' if m['diverged'] else ''} | {m['member']} | {m['seed']} | "
                      f"{values} | {m['copies']} | {fitness} | {shown(m['eval_return'])} | "
                      f"{shown(m['eval_return_stochastic'])} |")
-    best = summary["best"]
-    lines += ["", f"## The best member: member {best['member']}, seed {best['seed']} (run {best['run']})", "",
-              f"Greedy return {shown(best['eval_return'])}; final values "
-              + ", ".join(f"{n} = {best['final'][n]:.4g}" for n in names) + ". The schedule its weights trained "
-              "with, followed back through the lineage (held by: the member whose weights they were in that "
-              "interval):", "",
+    best, tied = summary["best"], summary.get("best_tied", [summary["best"]["run"]])
+    if len(tied) > 1:
+        by_run = {m["run"]: m for m in summary["members"]}
+        heading = [f"## Best members (tied): {len(tied)} share rank 1: "
+                   + ", ".join(f"member {by_run[k]['member']} seed {by_run[k]['seed']}" for k in tied), "",
+                   f"Equal greedy return ({shown(best['eval_return'])}) and last fitness: no one of them is the "
+                   f"best. The schedule below is the first's (run {best['run']}); final values "
+                   + ", ".join(f"{n} = {best['final'][n]:.4g}" for n in names) + "."]
+    else:
+        heading = [f"## The best member: member {best['member']}, seed {best['seed']} (run {best['run']})", "",
+                   f"Greedy return {shown(best['eval_return'])}; final values "
+                   + ", ".join(f"{n} = {best['final'][n]:.4g}" for n in names) + "."]
+    lines += ["", *heading, "The schedule its weights trained with, followed back through the lineage (held by: "
+              "the member whose weights they were in that interval):", "",
               "| interval | updates | held by | copied from | " + " | ".join(names) + " | fitness |",
               "|" + "---|" * (5 + len(names))]
     for r in best["schedule"]:
         fitness = "n/a" if r["fitness"] is None else f"{r['fitness']:.4g}"
         lines.append(f"| {r['interval']} | {r['updates']} | {r['member']} | {r['copied_from']} | "
                      + " | ".join(f"{r[n]:.4g}" for n in names) + f" | {fitness} |")
-    note = ("\nrank: by the greedy return on fresh episodes, then the last interval's fitness; replaced: the "
-            "intervals after which the member copied another's weights; last fitness: the mean return of the "
+    gap = summary.get("min_gap") or {}
+    note = ("\nrank: by the greedy return on fresh episodes, then the last interval's fitness; members equal on "
+            "both share a rank (tied); replaced: the intervals after which the member copied another's weights"
+            + (f" (only where the source's fitness was higher by more than {gap['se']:g} s.e. of the difference"
+               f" + {gap['absolute']:g})" if gap else "") + "; last fitness: the mean return of the "
             "episodes it finished in the last interval. Each member's values over training, and where every "
             "member's weights came from, are in pbt.csv and the pbt_*.png plots.\n")
     return "\n".join(lines) + "\n" + note
@@ -164,7 +181,7 @@ def pbt_plots(result, summary: Mapping[str, Any]) -> list[tuple[str, Callable[[]
                         lw=1.2)
         if log:
             ax.set_yscale("log")
-        fig.colorbar(cm.ScalarMappable(ranks, cmap), ax=ax, label="final rank (1: best)")
+        fig.colorbar(cm.ScalarMappable(ranks, cmap), ax=ax, label="final rank (1: best; tied members share one)")
         ax.set(xlabel="environment steps", ylabel=ylabel, title=title)
         ax.grid(alpha=0.3)
         fig.tight_layout()
