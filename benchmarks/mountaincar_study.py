@@ -68,18 +68,27 @@ def actor_critic(num_outputs: int, init: str = "orthogonal", actor_gain: float =
     return ActorCritic(num_outputs, tuple(hidden_sizes), activation, init, float(actor_gain))
 
 
-def mountaincar_time_limit_ends(**env_params):
-    """gymnax's MountainCar-v0 whose time limit is a termination (no bootstrap from the last
+def time_limit_ends(name: str = "MountainCar-v0"):
+    """gymnax's environment `name` whose time limit is a termination (no bootstrap from the last
     state), as in gymnax before 1.0, whose `done` included it and which gymnax-blines trained
-    on: `env: benchmarks.mountaincar_study:mountaincar_time_limit_ends`. The library's gymnax
-    adapter otherwise reports the 200-step limit as a truncation, and GAE bootstraps it."""
-    from gymnax.environments.classic_control.mountain_car import MountainCar
+    on: `env: benchmarks.mountaincar_study:time_limit_ends`, `env_params: {name: Breakout-MinAtar}`
+    for another game. The library's gymnax adapter otherwise reports the limit as a truncation,
+    and GAE bootstraps it. (The environment's own parameters are its defaults.)"""
+    import gymnax
 
-    class TimeLimitEnds(MountainCar):
-        def is_terminated(self, state, params):
-            return jnp.logical_or(super().is_terminated(state, params), state.time >= params.max_steps_in_episode)
+    env, _ = gymnax.make(name)
+    natural = env.is_terminated
 
-    return TimeLimitEnds(**env_params)
+    def is_terminated(state, params):
+        return jnp.logical_or(natural(state, params), state.time >= params.max_steps_in_episode)
+
+    env.is_terminated = is_terminated  # gymnax's step_env asks is_terminal, which asks is_terminated
+    return env
+
+
+def mountaincar_time_limit_ends():
+    """MountainCar-v0 with its 200-step limit as a termination (`time_limit_ends`)."""
+    return time_limit_ends("MountainCar-v0")
 
 
 def with_warmup(lr0: float, warm_updates: int) -> None:

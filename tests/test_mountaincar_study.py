@@ -56,3 +56,9 @@ def test_the_network_has_the_initialisation_asked_for(init):
         assert np.abs(np.asarray(head["kernel"])).max() > 0.05
     else:  # the built-in's: zero biases, a policy head at gain 0.01
         assert not biases.any() and np.abs(np.asarray(head["kernel"])).max() < 0.05
+
+
+def test_any_gymnax_game_can_have_its_time_limit_cut():
+    cut = make_raw_env("benchmarks.mountaincar_study:time_limit_ends", {"name": "Acrobot-v1"})
+    terminated, truncated = map(np.asarray, _coast(cut, 500))  # coasting: Acrobot's 500-step limit
+    assert terminated[499] and truncated[499] and not terminated[:499].any()
