@@ -187,14 +187,18 @@ def _rounded(x: float):
 
 # --------------------------------------------------------------------------------------
 # the table and the figure, from every result there is
-def met(mean: float, se: float, reference) -> str:
-    """'met' when the reference is not above mean + 2 s.e. (the runs are not significantly
-    short of it) nor a float32 rounding away (an optimum of 0.955 is 0.95499998 in float32),
-    else 'short'; '—' without a reference."""
+def verdict(mean: float, se: float, reference) -> str:
+    """The row's verdict against its reference: 'met' when the mean reaches it (mean >=
+    reference, or a float32 rounding short of it: an optimum of 0.955 is 0.95499998 in
+    float32); 'within noise' when the mean is below it but within 2 s.e. (mean + 2 s.e. >=
+    reference: the seeds do not show it short); 'short' when it is below by more; '—'
+    without a reference. A standard error that is not finite (one seed) counts as 0."""
     if reference is None or not math.isfinite(mean):
         return "—"
+    if mean >= reference or math.isclose(mean, reference, rel_tol=1e-6):
+        return "met"
     reach = mean + 2.0 * (se if math.isfinite(se) else 0.0)
-    return "met" if reach >= reference or math.isclose(reach, reference, rel_tol=1e-6) else "short"
+    return "within noise" if reach >= reference or math.isclose(reach, reference, rel_tol=1e-6) else "short"
 
 
 def row(name: str, ref: dict, result: dict | None) -> dict:
@@ -204,7 +208,7 @@ def row(name: str, ref: dict, result: dict | None) -> dict:
         out["mean"], out["se"] = stats.mean_se(result["eval_return_sampled"])
         out["iqm"] = stats.interquartile_mean(result["eval_return_sampled"])
         out["train"] = stats.mean_se(result["final_return"])
-        out["met"] = met(out["mean"], out["se"], ref["return"])
+        out["verdict"] = verdict(out["mean"], out["se"], ref["return"])
     return out
 
 
@@ -223,11 +227,12 @@ def render(rows: list[dict], hardware: str, command: str) -> str:
              f"(`{command}`), on {hardware}. The return is the final policy's on fresh episodes, "
              "**sampled** from the policy as in training (64 episodes per seed, the train command's default), "
              "as gymnax-blines evaluates its PPO checkpoints: mean ± s.e. over seeds, and the IQM over seeds with "
-             "its 95% bootstrap interval. **met**: the reference is not above mean + 2 s.e.; **short**: it is. "
+             "its 95% bootstrap interval. **met**: the mean reaches the reference; **within noise**: the mean is "
+             "below it, by at most 2 s.e.; **short**: below it by more than 2 s.e. "
              "References, their sources and the notes: `purejaxppo/configs/references.yaml`. Per-config results "
              "(per-seed numbers, raw curves, versions, machine): `benchmarks/results/returns/<config>.json`.", "",
              "| config | env | seeds | steps | final policy (sampled) | IQM [95% CI] | training return (last update) "
-             "| reference | met? | minutes | machine |",
+             "| reference | verdict | minutes | machine |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ref = r["reference"]
@@ -242,7 +247,7 @@ def render(rows: list[dict], hardware: str, command: str) -> str:
         lines.append(
             f"| {r['config']} | {res['env']} | {res['seeds']} | {configs.steps_text(res['total_timesteps'])} | "
             f"{report.format_mean_se(r['mean'], r['se'])}{stale} | {_num(iqm)} [{_num(low)}, {_num(high)}] | "
-            f"{report.format_mean_se(*r['train'])} | {reference_cell(r['config'])} | {r['met']} | "
+            f"{report.format_mean_se(*r['train'])} | {reference_cell(r['config'])} | {r['verdict']} | "
             f"{_minutes(res['wall_s'] / 60 if res['wall_s'] else None)} | {machine_cell(res['machine'])} |")
     lines += ["", "minutes: wall time of the training command on the row's machine, all seeds at once, compile "
               "included (summed over its legs when a run was stopped and resumed; for a run folder the case did "

@@ -40,11 +40,20 @@ def test_which_configs():
 
 
 @pytest.mark.parametrize("mean, se, reference, verdict", [
-    (500.0, 0.0, 500, "met"), (120.0, 6.0, 131, "met"),  # 131 <= 120 + 2 x 6
-    (120.0, 5.0, 131, "short"), (-164.0, 8.7, -130, "short"), (-164.0, math.nan, -200.6, "met"),
-    (0.95499998, 0.0, 0.955, "met"), (0.9549, 0.0, 0.955, "short"), (1.0, 0.1, None, "—")])
-def test_met_means_not_significantly_short(mean, se, reference, verdict):
-    assert returns.met(mean, se, reference) == verdict
+    # met: the mean reaches the reference, whatever the spread
+    (500.0, 0.0, 500, "met"), (131.0, 50.0, 131, "met"), (139.0, 3.0, 131, "met"), (-81.2, 1.0, -82, "met"),
+    (-164.0, math.nan, -200.6, "met"), (0.95499998, 0.0, 0.955, "met"),  # float32's 0.955
+    # within noise: below it, by at most 2 s.e. (the boundary included)
+    (13.9, 1.5, 15, "within noise"),  # Asterix: 15 <= 13.9 + 2 x 1.5, but 13.9 < 15
+    (120.0, 6.0, 131, "within noise"), (120.0, 5.5, 131, "within noise"),  # 131 = 120 + 2 x 5.5 exactly
+    (130.999, 0.0, 131, "short"), (-200.0, 50.0, -118, "within noise"),
+    # short: below it by more than 2 s.e.
+    (120.0, 5.0, 131, "short"), (120.0, 5.49, 131, "short"), (-164.0, 8.7, -130, "short"),
+    (-194.0, 5.6, -118, "short"), (0.9549, 0.0, 0.955, "short"), (10.0, math.nan, 11, "short"),
+    # no reference, or no mean
+    (1.0, 0.1, None, "—"), (math.nan, 1.0, 5, "—")])
+def test_the_three_verdicts_and_their_boundaries(mean, se, reference, verdict):
+    assert returns.verdict(mean, se, reference) == verdict
 
 
 def test_a_stopped_run_is_resumed_and_an_empty_one_restarted(tmp_path, monkeypatch):
@@ -93,10 +102,11 @@ def test_a_run_folder_becomes_a_result_and_a_table_row(tmp_path):
     (results / "cartpole.json").write_text(json.dumps(result))
     md, png = returns.write_table(configs.references(), ["cartpole", "acrobot"], results, tmp_path, "cpu", "cmd")
     text = md.read_text()
+    assert "| reference | verdict | minutes | machine |" in text and "**within noise**" in text
     mean, se = stats.mean_se(result["eval_return_sampled"])
     row = next(line for line in text.splitlines() if line.startswith("| cartpole |"))
     machine = result["machine"]
-    assert f"| {returns.met(mean, se, 500)} | 0.7 | {machine['cpu']}, {machine['cores']} cores |" in row and "500 at 1.5e5 steps (PPO, gymnax README)" in row
+    assert f"| {returns.verdict(mean, se, 500)} | 0.7 | {machine['cpu']}, {machine['cores']} cores |" in row and "500 at 1.5e5 steps (PPO, gymnax README)" in row
     assert "| acrobot | Acrobot-v1 | — | 5e5 | not measured yet |" in text
     assert returns.machine_cell({"backend": "gpu", "devices": 1, "device_kind": "NVIDIA H200"}) == "1 x NVIDIA H200"
     assert png.read_bytes().startswith(b"\x89PNG")
