@@ -290,7 +290,7 @@ def figure(rows: list[dict], png: Path) -> None:
         curves = np.array([[np.nan if x is None else x for x in c] for c in res["episode_return"]], np.float64)
         steps = np.arange(1, curves.shape[1] + 1) * res["batch_size"]
         window = stats.smoothing_window(steps[-1])
-        report.curve_with_band(ax, steps, curves, f"{res['seeds']} seeds, EMA {configs.steps_text(window)} steps",
+        report.curve_with_band(ax, steps, curves, f"{res['seeds']} seeds, centred window {configs.steps_text(window)} steps",
                                window)
         if ref["return"] is not None:
             ax.axhline(ref["return"], ls="--", color="k", lw=1, label=f"reference ({ref['method']})")
