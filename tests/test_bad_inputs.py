@@ -234,6 +234,8 @@ CASES = [
                                            "num_minibatches=8"], "num_minibatches", "must divide num_envs=4"),
     setting("hidden_sizes=[64, 0]", "hidden_sizes", "positive integers"),
     setting("hidden_sizes=[]", "hidden_sizes", "non-empty list"),
+    setting("info_metrics=[distance]", "info_metrics", "is not a number in CartPole-v1's step info"),
+    setting("info_metrics=[a, a]", "info_metrics", "names a key twice"),
     setting("activation=gelu", "activation", "one of tanh, relu"),
     setting("log_std_init=-0.5", "log_std_init", "only applies to continuous"),
     setting("normalize_obs=maybe", "normalize_obs", "true or false"),
