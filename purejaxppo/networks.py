@@ -20,7 +20,8 @@ distribution, takes any leading batch shape, and unrolls sequences.
 
 Built-ins (`policy: mlp | gru`): separate actor and critic MLPs, orthogonal weights (gain
 sqrt(2) in hidden layers, 0.01 on the policy head, 1.0 on the value head and in the GRU),
-zero biases. Their parameters keep the layout of purejaxppo 0.3 and 0.4 (checkpoints load).
+zero biases; or, with `init: lecun`, LeCun-normal weights and biases uniform in [0, 0.05) in
+every layer. Their parameters keep the layout of purejaxppo 0.3 and 0.4 (checkpoints load).
 """
 
 from __future__ import annotations
@@ -44,8 +45,21 @@ HIDDEN_GAIN = math.sqrt(2)
 # --------------------------------------------------------------------------------------
 # The built-in modules
 # --------------------------------------------------------------------------------------
-def _dense(size: int, gain: float, name: str | None = None) -> nn.Dense:
-    return nn.Dense(size, kernel_init=nn.initializers.orthogonal(gain), bias_init=nn.initializers.zeros, name=name)
+INITS = ("orthogonal", "lecun")  # the config's `init`
+
+
+def _inits(init: str, gain: float):
+    """(kernel, bias) initialisers: orthogonal of `gain` and zeros, or (`init: lecun`, gymnax-blines'
+    networks) flax's default LeCun-normal kernel (variance 1 / fan-in; `gain` unused) and biases
+    uniform in [0, 0.05)."""
+    if init == "lecun":
+        return nn.initializers.lecun_normal(), nn.initializers.uniform(0.05)
+    return nn.initializers.orthogonal(gain), nn.initializers.zeros
+
+
+def _dense(size: int, gain: float, name: str | None = None, init: str = "orthogonal") -> nn.Dense:
+    kernel_init, bias_init = _inits(init, gain)
+    return nn.Dense(size, kernel_init=kernel_init, bias_init=bias_init, name=name)
 
 
 class MLP(nn.Module):
@@ -55,12 +69,13 @@ class MLP(nn.Module):
     out_size: int
     out_gain: float
     activation: str = "tanh"
+    scheme: str = "orthogonal"  # the config's init (not `init`: a Module's init is its method)
 
     @nn.compact
     def __call__(self, x):
         for i, width in enumerate(self.hidden_sizes):
-            x = ACTIVATIONS[self.activation](_dense(width, HIDDEN_GAIN, f"Dense_{i}")(x))
-        return _dense(self.out_size, self.out_gain, f"Dense_{len(self.hidden_sizes)}")(x)
+            x = ACTIVATIONS[self.activation](_dense(width, HIDDEN_GAIN, f"Dense_{i}", self.scheme)(x))
+        return _dense(self.out_size, self.out_gain, f"Dense_{len(self.hidden_sizes)}", self.scheme)(x)
 
 
 class Conv(nn.Module):
@@ -73,12 +88,14 @@ class Conv(nn.Module):
     features: int
     kernel: int
     stride: int = 1
+    scheme: str = "orthogonal"  # the config's init
 
     @nn.compact
     def __call__(self, x):
         k, s, channels = self.kernel, self.stride, x.shape[-1]
-        w = self.param("kernel", nn.initializers.orthogonal(HIDDEN_GAIN), (k, k, channels, self.features))
-        b = self.param("bias", nn.initializers.zeros, (self.features,))
+        kernel_init, bias_init = _inits(self.scheme, HIDDEN_GAIN)  # lecun: fan-in k * k * channels
+        w = self.param("kernel", kernel_init, (k, k, channels, self.features))
+        b = self.param("bias", bias_init, (self.features,))
         rows, cols = (x.shape[1] - k) // s + 1, (x.shape[2] - k) // s + 1
         shifted = [x[:, i:i + s * (rows - 1) + 1:s, j:j + s * (cols - 1) + 1:s, :] for i in range(k) for j in range(k)]
         return jnp.concatenate(shifted, axis=-1) @ w.reshape(k * k * channels, self.features) + b
@@ -92,12 +109,13 @@ class CNN(nn.Module):
     kernels: Sequence[int] = (3, 3)
     strides: Sequence[int] = (1, 1)
     activation: str = "relu"
+    scheme: str = "orthogonal"  # the config's init
 
     @nn.compact
     def __call__(self, x):
         x = x[..., None] if x.ndim == 3 else x
         for i, (width, kernel, stride) in enumerate(zip(self.channels, self.kernels, self.strides)):
-            x = ACTIVATIONS[self.activation](Conv(width, kernel, stride, name=f"Conv_{i}")(x))
+            x = ACTIVATIONS[self.activation](Conv(width, kernel, stride, self.scheme, name=f"Conv_{i}")(x))
         return x.reshape(x.shape[0], -1)
 
 
@@ -114,12 +132,13 @@ class ActorCritic(nn.Module):
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
     torso: nn.Module | None = None
+    scheme: str = "orthogonal"  # the config's init
 
     @nn.compact
     def __call__(self, obs):
         x = _features(self.torso, obs)
-        out = MLP(self.hidden_sizes, self.num_outputs, 0.01, self.activation, name="actor")(x)
-        return out, MLP(self.hidden_sizes, 1, 1.0, self.activation, name="critic")(x)[:, 0]
+        out = MLP(self.hidden_sizes, self.num_outputs, 0.01, self.activation, self.scheme, name="actor")(x)
+        return out, MLP(self.hidden_sizes, 1, 1.0, self.activation, self.scheme, name="critic")(x)[:, 0]
 
 
 class GRUCell(nn.Module):
@@ -127,11 +146,12 @@ class GRUCell(nn.Module):
     W_h h) (reset, update) and n = tanh(W_in x + r * (W_hn h))."""
 
     size: int
+    scheme: str = "orthogonal"  # the config's init
 
     @nn.compact
     def __call__(self, h, x):
-        xr, xz, xn = jnp.split(_dense(3 * self.size, 1.0, "input")(x), 3, axis=-1)
-        hr, hz, hn = jnp.split(_dense(3 * self.size, 1.0, "recurrent")(h), 3, axis=-1)
+        xr, xz, xn = jnp.split(_dense(3 * self.size, 1.0, "input", self.scheme)(x), 3, axis=-1)
+        hr, hz, hn = jnp.split(_dense(3 * self.size, 1.0, "recurrent", self.scheme)(h), 3, axis=-1)
         r = jax.nn.sigmoid(xr + hr)
         z = jax.nn.sigmoid(xz + hz)
         n = jnp.tanh(xn + r * hn)
@@ -147,16 +167,18 @@ class GRUActorCritic(nn.Module):
     activation: str = "tanh"
     gru_size: int = 128
     torso: nn.Module | None = None
+    scheme: str = "orthogonal"  # the config's init
 
     def initial_carry(self, batch_shape):
         return jnp.zeros((*batch_shape, self.gru_size), jnp.float32)
 
     @nn.compact
     def __call__(self, carry, obs):
-        x = ACTIVATIONS[self.activation](_dense(self.gru_size, HIDDEN_GAIN, "encoder")(_features(self.torso, obs)))
-        carry = GRUCell(self.gru_size, name="gru")(carry, x)
-        out = MLP(self.hidden_sizes, self.num_outputs, 0.01, self.activation, name="actor")(carry)
-        return carry, out, MLP(self.hidden_sizes, 1, 1.0, self.activation, name="critic")(carry)[:, 0]
+        encoder = _dense(self.gru_size, HIDDEN_GAIN, "encoder", self.scheme)
+        x = ACTIVATIONS[self.activation](encoder(_features(self.torso, obs)))
+        carry = GRUCell(self.gru_size, self.scheme, name="gru")(carry, x)
+        out = MLP(self.hidden_sizes, self.num_outputs, 0.01, self.activation, self.scheme, name="actor")(carry)
+        return carry, out, MLP(self.hidden_sizes, 1, 1.0, self.activation, self.scheme, name="critic")(carry)[:, 0]
 
 
 # --------------------------------------------------------------------------------------
@@ -299,9 +321,10 @@ def make_module(cfg, num_outputs: int) -> nn.Module:
     """The module a config names: `network: package.module:factory` called as
     factory(num_outputs, **network_kwargs), or the built-in network of `policy`."""
     if cfg.network is None:
-        torso = None if cfg.torso is None else CNN(cfg.cnn_channels, cfg.cnn_kernels, cfg.cnn_strides, cfg.activation)
+        torso = None if cfg.torso is None else CNN(cfg.cnn_channels, cfg.cnn_kernels, cfg.cnn_strides,
+                                                   cfg.activation, cfg.init)
         args = dict(num_outputs=num_outputs, hidden_sizes=tuple(cfg.hidden_sizes), activation=cfg.activation,
-                    torso=torso)
+                    torso=torso, scheme=cfg.init)
         return GRUActorCritic(**args, gru_size=cfg.gru_size) if cfg.policy == "gru" else ActorCritic(**args)
     factory = import_object(cfg.network, "network")
     if not callable(factory):

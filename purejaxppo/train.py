@@ -14,7 +14,7 @@ One update, all inside one `lax.scan` over updates:
                     (rewards x reward_scale; with normalize_reward, / running std of the return;
                     a recurrent policy's memory restarts where an episode ended)
     2. GAE          bootstrap a time limit from V(final observation), with the memory that
-                    saw it; cut on termination
+                    saw it; cut on termination (and on a time limit, with bootstrap_truncation false)
     3. optimise     for epoch in range(max_epochs):            (masked beyond update_epochs
                         shuffle the batch into minibatches      or after a KL early stop)
                         (single steps; a recurrent policy's: whole sequences, replayed
@@ -107,9 +107,13 @@ def learning_rate(hp: HParams, updates_done, num_updates: int):
     """The rate of update `updates_done` (0-based): hp.lr, or with anneal_lr decayed
     linearly over the run, hp.lr * (1 - updates_done / num_updates); the decay reaches 0
     at the end of the last update (which runs at hp.lr / num_updates) and stays there
-    (a run continued past its end does not learn)."""
+    (a run continued past its end does not learn). With a warm-up (lr_warmup_updates W > 0)
+    updates 0 .. W-1 run instead at lr_warmup_start + (lr - lr_warmup_start) * u / W."""
     frac_left = jnp.maximum(1.0 - updates_done.astype(jnp.float32) / num_updates, 0.0)
-    return hp.lr * jnp.where(hp.anneal_lr, frac_left, 1.0)
+    rate = hp.lr * jnp.where(hp.anneal_lr, frac_left, 1.0)
+    warm = jnp.maximum(hp.lr_warmup_updates, 1).astype(jnp.float32)
+    warming = hp.lr_warmup_start + (hp.lr - hp.lr_warmup_start) * (updates_done.astype(jnp.float32) / warm)
+    return jnp.where(updates_done < hp.lr_warmup_updates, warming, rate)
 
 
 class Learner:
@@ -187,8 +191,8 @@ class Learner:
 
         # 2. GAE, bootstrapping from the value of each step's final observation
         _, next_values, _ = agent.step(state.params, state.agent_state, traj.hidden, traj.final_obs)
-        advantages, targets = gae(reward, traj.value, next_values, traj.terminated,
-                                  traj.truncated, hp.gamma, hp.gae_lambda)
+        ends = traj.terminated if cfg.bootstrap_truncation else traj.terminated | traj.truncated
+        advantages, targets = gae(reward, traj.value, next_values, ends, traj.truncated, hp.gamma, hp.gae_lambda)
         steps = {"obs": traj.obs, "done": traj.episode_done, "action": traj.action, "old_log_prob": traj.log_prob,
                  "old_value": traj.value, "advantage": advantages, "target": targets, "mask": traj.action_mask}
         if agent.recurrent:  # the batch's leading axis is what minibatches split: whole sequences [envs, steps]

@@ -62,3 +62,22 @@ def test_any_gymnax_game_can_have_its_time_limit_cut():
     cut = make_raw_env("benchmarks.mountaincar_study:time_limit_ends", {"name": "Acrobot-v1"})
     terminated, truncated = map(np.asarray, _coast(cut, 500))  # coasting: Acrobot's 500-step limit
     assert terminated[499] and truncated[499] and not terminated[:499].any()
+
+
+def test_bootstrap_truncation_false_trains_as_the_studys_environment_whose_time_limit_terminates():
+    """The config key replaces the study's environment: the same numbers, and different ones
+    with the time limit bootstrapped (4 envs x 64 steps x 4 updates: each env reaches the 200-step limit)."""
+    import purejaxppo as ppo
+
+    tiny = dict(num_envs=4, num_steps=64, num_minibatches=2, update_epochs=2, total_timesteps=4 * 64 * 4)
+
+    def run(**values):
+        out = ppo.make_train(ppo.make_config(dict(tiny, **values)))(jax.random.PRNGKey(0))
+        return np.asarray(out.metrics["value_loss"]), out.state.params
+
+    study_loss, study_params = run(env="benchmarks.mountaincar_study:mountaincar_time_limit_ends")
+    cut_loss, cut_params = run(env="MountainCar-v0", bootstrap_truncation=False)
+    kept_loss, _ = run(env="MountainCar-v0")
+    np.testing.assert_allclose(cut_loss, study_loss, rtol=1e-5)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), cut_params, study_params)
+    assert not np.allclose(kept_loss[-1], cut_loss[-1], rtol=1e-3)

@@ -209,6 +209,9 @@ def _check(cfg: PPOConfig, update_epochs: bool = True) -> None:
                           f"{len(cfg.cnn_channels)}, {len(cfg.cnn_kernels)}, {len(cfg.cnn_strides)}")
     if cfg.network is not None and cfg.torso is not None:
         raise ConfigError("torso", cfg.torso, "only applies to the built-in networks; network is set")
+    if cfg.network is not None and cfg.init != "orthogonal":
+        raise ConfigError("init", cfg.init, "only applies to the built-in networks; network is set (your "
+                          "factory initialises its own layers)")
     if cfg.network is None and cfg.network_kwargs:
         raise ConfigError("network_kwargs", dict(cfg.network_kwargs), "only applies with network set (the "
                           "built-in networks take hidden_sizes, activation and gru_size)")

@@ -114,8 +114,13 @@ FIELDS: Mapping[str, Field] = _table(
           null="the built-in network of policy"),
     Field("network_kwargs", "mapping", {}, "network only: keyword arguments of its factory"),
     Field("hidden_sizes", "list of positive ints", (64, 64),
-          "hidden layers of the separate actor and critic MLPs (orthogonal init)"),
+          "hidden layers of the separate actor and critic MLPs"),
     Field("activation", "str", "tanh", "the MLPs' activation", rules=(one_of(*ACTIVATIONS),)),
+    Field("init", "str", "orthogonal",
+          "the built-in networks' initialisation: orthogonal (weights of gain sqrt(2) in hidden layers, 0.01 on "
+          "the policy head, 1.0 on the value head and in the GRU; zero biases) or lecun (flax's default: "
+          "LeCun-normal weights, variance 1 / fan-in, in every layer; biases uniform in [0, 0.05): gymnax-blines' "
+          "networks); the parameters' names and shapes are the same", rules=(one_of("orthogonal", "lecun"),)),
     Field("log_std_init", "float", None, "continuous actions only: initial state-independent log-std",
           null="0.0", action_kind="continuous"),
     Field("action_squash", "str", None,
@@ -139,9 +144,21 @@ FIELDS: Mapping[str, Field] = _table(
     Field("info_metrics", "list of names", (),
           "entries of the environment's step info logged as metrics, info_<name>: each a number per step, "
           "averaged over the update's num_steps × num_envs steps"),
+    Field("bootstrap_truncation", "bool", True,
+          "GAE bootstraps a time limit (a truncated, not terminated, episode) from the value of its final "
+          "observation; false treats it as a termination (no bootstrap): biased, since a time-out is not a "
+          "terminal state, but what gymnax before 1.0 and gymnax-blines did; on MountainCar it acts as a shaping"),
     # --- traced hyperparameters ---------------------------------------------------
     Field("lr", "float", 2.5e-4, "Adam learning rate (Adam eps 1e-5)", traced=True, rules=(POSITIVE,)),
     Field("anneal_lr", "bool", True, "decay lr linearly to 0 over the run", traced=True),
+    Field("lr_warmup_updates", "int", 0,
+          "a warm-up: over the first lr_warmup_updates updates the rate moves linearly from lr_warmup_start "
+          "(update 0) towards lr; from then on it is the rate without warm-up (lr, or with anneal_lr its decay "
+          "over the whole run, which the warm-up replaces over its updates); 0: none", traced=True,
+          rules=(NON_NEGATIVE,)),
+    Field("lr_warmup_start", "float", 0.0,
+          "the warm-up's rate at update 0 (above lr: a warm-up that falls, as gymnax-blines')", traced=True,
+          rules=(NON_NEGATIVE,)),
     Field("clip_eps", "float", 0.2, "policy clip range", traced=True, rules=(POSITIVE,)),
     Field("vf_clip_eps", "float", 0.2, "value clip range", traced=True,
           null="value loss not clipped", rules=(POSITIVE,)),
