@@ -1,7 +1,11 @@
 """The MountainCar-v0 study (benchmarks/results/2026-12-04-mountaincar-cpu.md): what keeps the
 shipped config (configs/mountaincar.yaml) from gymnax-blines' PPO return, one variable at a time.
 
-Two of the variables have no config key, so this study supplies them:
+The three differences are config keys now (`bootstrap_truncation: false`, `init: lecun`,
+`lr_warmup_updates` / `lr_warmup_start`) and the shipped config uses them; the study's own
+versions below stay, to rerun its table as it was measured.
+
+Two of the variables had no config key, so this study supplies them:
 - the networks' initialisation: `network: benchmarks.mountaincar_study:actor_critic` with
   network_kwargs {init: orthogonal | lecun, actor_gain: G} (the built-in MLPs are orthogonal with
   gain sqrt(2) in hidden layers, 1.0 on the value head and 0.01 on the policy head; `lecun` is

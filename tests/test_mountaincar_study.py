@@ -37,7 +37,8 @@ def test_the_time_limit_ends_the_episode_only_in_the_study_env():
 def test_the_warm_up_falls_linearly_then_leaves_the_configs_rate(monkeypatch):
     monkeypatch.setattr(train, "learning_rate", train.learning_rate)  # restored after the test
     study.with_warmup(5e-3, 49)
-    hp = types.SimpleNamespace(lr=jnp.float32(5e-4), anneal_lr=jnp.bool_(False))
+    hp = types.SimpleNamespace(lr=jnp.float32(5e-4), anneal_lr=jnp.bool_(False),
+                               lr_warmup_updates=jnp.int32(0), lr_warmup_start=jnp.float32(0.0))
     rate = [float(train.learning_rate(hp, jnp.int32(u), 488)) for u in (0, 49, 100, 487)]
     assert rate == pytest.approx([5e-3, 5e-4, 5e-4, 5e-4])
     assert float(train.learning_rate(hp, jnp.int32(24), 488)) == pytest.approx(5e-3 + (5e-4 - 5e-3) * 24 / 49)
