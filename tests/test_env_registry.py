@@ -33,6 +33,7 @@ def test_a_registered_environment_trains_with_its_parameters(registry):
     assert registry.registered()["corridor"] is user_envs.Corridor
 
 
+@pytest.mark.slow  # two CartPole training programs: run by .ci/run after the default suite
 def test_an_import_path_names_an_environment_and_a_gymnax_environment_is_adapted():
     learner, _, metrics = short_run(ppo.make_config(dict(TINY, env="user_envs:corridor", env_params=LENGTH)))
     assert learner.env.max_episode_steps == 20 and learner.env.obs_shape == (5,)

@@ -32,7 +32,10 @@ def counted(monkeypatch):
     return counts
 
 
-@pytest.mark.parametrize("network", [[], ["--set", "network=user_networks:two_towers"]], ids=["built-in", "user's"])
+@pytest.mark.parametrize("network", [
+    pytest.param([], id="built-in"),
+    pytest.param(["--set", "network=user_networks:two_towers"], id="user's",
+                 marks=pytest.mark.slow)])  # a training program of its own: run by .ci/run after the default suite
 def test_a_train_run_and_its_evaluation_build_the_env_once_and_check_the_network_once(
         counted, tmp_path, monkeypatch, network):
     monkeypatch.syspath_prepend(str(__import__("pathlib").Path(__file__).parent))  # user_networks
@@ -44,6 +47,7 @@ def test_a_train_run_and_its_evaluation_build_the_env_once_and_check_the_network
     assert dict(counted) == {"env": 1, "network": 1}
 
 
+@pytest.mark.slow  # two groups compile their programs: run by .ci/run after the default suite
 def test_a_sweep_builds_one_env_and_checks_one_network_per_group(counted, tmp_path):
     out = tmp_path / "sweep"
     assert cli.main(["sweep", "sweeps/clip_epochs", *TINY, "--seeds", "1", "--grid", "clip_eps=0.2",

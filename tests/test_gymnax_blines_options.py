@@ -37,6 +37,7 @@ def test_lecun_init_keeps_the_parameter_tree_and_draws_lecun_kernels_and_small_p
     assert np.abs(np.asarray(default["actor"]["Dense_2"]["kernel"])).max() < 0.05
 
 
+@pytest.mark.slow  # compiles a GRU and a CNN: run by .ci/run after the default suite
 def test_lecun_init_reaches_the_gru_and_cnn_built_ins_with_their_layout():
     gru = dict(policy="gru", gru_size=8, hidden_sizes=[8])
     default, lecun = _params(**gru), _params(**gru, init="lecun")
@@ -63,6 +64,7 @@ def test_the_warm_up_moves_linearly_from_its_start_to_lr_then_leaves_the_schedul
     assert float(learning_rate(none, jnp.int32(0), U)) == pytest.approx(5e-4)
 
 
+@pytest.mark.slow  # a training program of its own: run by .ci/run after the default suite
 def test_the_warm_up_is_a_traced_hyperparameter_the_trained_rates_follow():
     cfg = ppo.make_config(TINY)  # 6 updates, anneal_lr
     hp = ppo.HParams.from_config(cfg).replace(lr_warmup_updates=jnp.int32(2), lr_warmup_start=jnp.float32(0.0))

@@ -31,6 +31,7 @@ def test_an_info_entry_opted_in_is_its_mean_over_the_updates_steps():
     assert [row[column] for row in rows] == ["7", "7", "7"]
 
 
+@pytest.mark.slow  # two training programs: run by .ci/run after the default suite
 def test_without_the_opt_in_no_info_metric_and_the_same_numbers():
     """The info is not carried (the metrics, the learner state: as without the field)."""
     plain = ppo.Learner(ppo.make_config(TINY))

@@ -189,22 +189,24 @@ def test_summary_json_writes_nan_and_inf_as_null():
 
 # --------------------------------------------------------------------------------------
 # config files as pipes; a sweep's random ranges as the config reads numbers
-def test_a_pipe_is_a_config_file(tmp_path, capsys, monkeypatch):
-    """/dev/fd/N, as `purejaxppo train <(cat config.yaml)` passes it: read as the file it stands for,
-    and named in errors as given."""
-    monkeypatch.chdir(tmp_path)
+def _pipe(text: str) -> str:
+    """/dev/fd/N, as `purejaxppo train <(cat config.yaml)` passes it, holding `text`."""
+    read, write = os.pipe()
+    os.write(write, text.encode())
+    os.close(write)
+    return f"/dev/fd/{read}"
 
-    def pipe(text: str) -> str:
-        read, write = os.pipe()
-        os.write(write, text.encode())
-        os.close(write)
-        return f"/dev/fd/{read}"
 
-    bad = pipe("env: CartPole-v1\nlr: [1\n")
+def test_a_pipe_is_a_config_file_named_in_errors_as_given(capsys):
+    bad = _pipe("env: CartPole-v1\nlr: [1\n")
     assert f"config='{bad}': not valid YAML" in one_line(capsys, cli.main(["train", bad]))
-    # test_edges_cli's run (its programs compiled once a session)
+
+
+@pytest.mark.slow  # a training program of its own: run by .ci/run after the default suite
+def test_a_pipe_is_read_as_the_file_it_stands_for(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     config = "env: CartPole-v1\nnum_envs: 4\nnum_steps: 16\nnum_minibatches: 2\ntotal_timesteps: 640\n"
-    assert cli.main(["train", pipe(config), "--eval-episodes", "1", "--out", "run"]) == 0
+    assert cli.main(["train", _pipe(config), "--eval-episodes", "1", "--out", "run"]) == 0
     assert (tmp_path / "run" / "summary.json").exists()
     written = (tmp_path / "run" / "config.yaml").read_text()
     assert "num_steps: 16\n" in written and "total_timesteps: 640\n" in written  # the pipe's, not the defaults

@@ -65,6 +65,7 @@ def test_any_gymnax_game_can_have_its_time_limit_cut():
     assert terminated[499] and truncated[499] and not terminated[:499].any()
 
 
+@pytest.mark.slow  # two training programs: run by .ci/run after the default suite
 def test_bootstrap_truncation_false_trains_as_the_studys_environment_whose_time_limit_terminates():
     """The config key replaces the study's environment: the same numbers, and different ones
     with the time limit bootstrapped (4 envs x 64 steps x 4 updates: each env reaches the 200-step limit)."""

@@ -157,6 +157,7 @@ def test_a_run_that_went_well_has_no_warning():
                                  "no_action_steps_stochastic": 0}
 
 
+@pytest.mark.slow  # a training program of its own: run by .ci/run after the default suite
 def test_the_train_command_names_the_counts_in_its_table_and_summary(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     Path("c.yaml").write_text("env: test_runtime_counts:endless\nnum_envs: 4\nnum_steps: 16\nnum_minibatches: 2\n"
