@@ -248,3 +248,49 @@ def test_a_run_folder_written_by_0_4_loads_and_acts_as_it_did_there(tmp_path):
     cfg, state = ppo.load(folder, run=1)
     obs = np.array([[0.01, 0.2, -0.03, -0.3], [0.0, -0.5, 0.05, 0.6]], np.float32)
     assert ppo.make_policy(cfg, state)(obs).tolist() == [0, 1]
+
+
+def test_zero_size_leaves_save_and_come_back_with_their_shapes(tmp_path):
+    """orbax refuses zero-size arrays (MJX's `data.act` where a model has no activations):
+    they are left out of the stored tree and rebuilt, shape and dtype, from the run's state;
+    every other leaf comes back bit for bit."""
+    states = {"s": {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "act": np.zeros((2, 0), np.float32),
+                    "contact": {"pos": np.zeros((2, 0, 3), np.int32)}, "key": np.uint32([[1, 2], [3, 4]])}}
+    meta = {"updates_done": {"s": 1}, "sets": {"s": {"config": {}, "runs": [0, 1], "run_configs": [{}, {}]}}}
+    checkpoints = Checkpoints(tmp_path / "checkpoints")
+    checkpoints.save(1, states, {"s": {"r": np.ones((2, 4), np.float32)}}, meta)
+    got, history, _ = checkpoints.restore(None, jax.eval_shape(lambda: states))
+    chex.assert_trees_all_equal(got, states)
+    assert got["s"]["contact"]["pos"].dtype == np.int32 and got["s"]["contact"]["pos"].shape == (2, 0, 3)
+    np.testing.assert_array_equal(history["s"]["r"], np.ones((2, 4), np.float32))
+
+
+@pytest.mark.slow
+def test_an_env_state_with_zero_size_arrays_runs_over_two_devices_and_resumes_bit_for_bit(tmp_path):
+    """An environment whose state holds zero-size arrays (as MJX's: `env: playground/...`),
+    two seeds sharded over two devices, checkpoints every 2 updates: cut back to the first
+    checkpoint and resumed, its metrics equal the whole run's, bit for bit."""
+    import shutil
+
+    env = _env(tmp_path / "cache")
+    args = ["-m", "purejaxppo.experiments.cli", "train", "cartpole", "--set",
+            "env=user_envs:empty_leaves_corridor", "--set", "env_params={}", "--seeds", "2", "--set", "num_envs=2",
+            "--set", "num_steps=8", "--set", "total_timesteps=96", "--checkpoint-every", "2"]
+    here = os.path.dirname(__file__)
+    env["PYTHONPATH"] = os.pathsep.join([here, os.path.dirname(here)])
+    whole = subprocess.run([sys.executable, *args, "--out", str(tmp_path / "whole")], env=env, cwd=here,
+                           capture_output=True, text=True, timeout=600)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    assert _checkpoints(tmp_path / "whole") == [2, 4, 6]
+    cut = tmp_path / "cut"
+    shutil.copytree(tmp_path / "whole", cut)
+    for path in (cut / "checkpoints").iterdir():
+        if path.name.isdigit() and int(path.name) > 2:
+            shutil.rmtree(path)
+    for path in cut.iterdir():
+        if path.is_file() and path.name not in ("config.yaml", "progress.jsonl"):
+            path.unlink()
+    resumed = subprocess.run([sys.executable, "-m", "purejaxppo.experiments.cli", "train", "--resume", str(cut)],
+                             env=env, cwd=here, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert (cut / "metrics.csv").read_text() == (tmp_path / "whole" / "metrics.csv").read_text()

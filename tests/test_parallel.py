@@ -64,14 +64,23 @@ EMPTY_CONSTANT_SCRIPT = textwrap.dedent("""
         runs = ShardedRuns(lambda r: jax.lax.scan(step, r, None, length=2)[0], x, chunk=chunk)
         assert runs.num_devices == 2
         np.testing.assert_array_equal(runs(), 4 * np.asarray(x))
+    # zero-size inputs and outputs (MJX's state holds a dozen: data.act where a model has no activations)
+    state = {"x": x, "act": jnp.zeros((4, 0)), "contact": jnp.zeros((4, 0, 3), jnp.int32)}
+    twice = lambda s: {**s, "x": s["x"] * 2, "act": s["act"] + 1, "new": jnp.zeros((0, 2))}
+    runs = ShardedRuns(twice, state)
+    out = runs()
+    np.testing.assert_array_equal(out["x"], 2 * np.asarray(x))
+    assert {k: (v.shape, v.dtype) for k, v in out.items() if k != "x"} == {
+        "act": ((4, 0), np.float32), "contact": ((4, 0, 3), np.int32), "new": ((4, 0, 2), np.float32)}
     print("OK")
 """)
 
 
-def test_a_zero_size_constant_compiles_over_two_devices():
+def test_zero_size_constants_inputs_and_outputs_compile_over_two_devices():
     """jax 0.11.2's XLA segfaulted compiling a shard_map over 2+ devices whose body captures a
-    zero-size constant (gymnax's SpaceInvaders-MinAtar does, with `x.at[:].set(...)`):
-    ShardedRunSets makes such constants in the body instead."""
+    zero-size constant (gymnax's SpaceInvaders-MinAtar does, with `x.at[:].set(...)`), or that
+    has a zero-size input (MJX's state): ShardedRunSets makes such constants and inputs in the
+    body, and such outputs beside it, instead."""
     env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2", "PATH": "/usr/bin:/bin"}
     result = subprocess.run([sys.executable, "-c", EMPTY_CONSTANT_SCRIPT], capture_output=True, text=True,
                             env=env, timeout=300)

@@ -169,3 +169,29 @@ class InfoCorridor(Corridor):
 
 def info_corridor(**params):
     return InfoCorridor(**params)
+
+
+class EmptyLeavesState(NamedTuple):
+    corridor: CorridorState
+    act: jnp.ndarray        # shape (0,): as MJX's data.act where a model has no activations
+    contacts: jnp.ndarray   # shape (0, 3), int
+
+
+class EmptyLeavesCorridor(Corridor):
+    """The corridor with zero-size arrays in its state (as MJX's): they must survive sharding
+    over devices, checkpoints and a resume."""
+
+    def reset(self, key):
+        obs, state = super().reset(key)
+        return obs, EmptyLeavesState(state, jnp.zeros((0,)), jnp.zeros((0, 3), jnp.int32))
+
+    def action_mask(self, state):  # the learner asks with this state, Corridor.step with its own
+        return super().action_mask(getattr(state, "corridor", state))
+
+    def step(self, key, state, action):
+        obs, inner, reward, terminated, truncated, info = super().step(key, state.corridor, action)
+        return obs, EmptyLeavesState(inner, state.act + 1.0, state.contacts), reward, terminated, truncated, info
+
+
+def empty_leaves_corridor(**params):
+    return EmptyLeavesCorridor(**params)

@@ -183,6 +183,30 @@ def _rows(tree, rows: int):
     return jax.tree.map(lambda x: np.asarray(x)[:rows], tree)
 
 
+def _stored_part(tree):
+    """`tree` with its zero-size leaves as None (an empty subtree), which orbax would refuse
+    to write (e.g. MJX's `data.act` where a model has no activations): they hold nothing,
+    and `_with_empty` rebuilds them from the run's shapes."""
+    return jax.tree.map(lambda x: None if _size(x) == 0 else x, tree)
+
+
+def _with_empty(stored, abstract):
+    """What was stored of a tree (`_stored_part`), its zero-size leaves back as `abstract`
+    (its shapes, sharded or not) has them."""
+    kept = iter(jax.tree.leaves(stored))
+    def leaf(want):
+        if _size(want) != 0:
+            return next(kept)
+        empty = np.zeros(want.shape, want.dtype)
+        sharding = getattr(want, "sharding", None)
+        return jax.device_put(empty, sharding) if sharding is not None else empty
+    return jax.tree.map(leaf, abstract)
+
+
+def _size(x) -> int:
+    return int(np.prod(np.shape(x)))
+
+
 class Checkpoints:
     """The checkpoints of one run folder (`folder` = <run folder>/checkpoints).
 
@@ -227,7 +251,7 @@ class Checkpoints:
         start = time.perf_counter()
         self._manager.save(step, args=ocp.args.Composite(
             meta=ocp.args.JsonSave({**meta, "format": FORMAT, "step": step, "versions": versions()}),
-            state=ocp.args.StandardSave(states), history=ocp.args.StandardSave(metrics)))
+            state=ocp.args.StandardSave(_stored_part(states)), history=ocp.args.StandardSave(metrics)))
         self._manager.wait_until_finished()
         self.last_save_seconds = time.perf_counter() - start
         self.last_save_bytes = _nbytes(states) + _nbytes(metrics)
@@ -267,6 +291,7 @@ class Checkpoints:
         where = self.folder / str(step)
         runs = {name: len(info["runs"]) for name, info in meta["sets"].items()}
         stored = self._stored(step, "state")
+        asked, abstract_states = abstract_states, _stored_part(abstract_states)
         sharded = _sharded(abstract_states)
         padded = sharded or any(getattr(x, "sharding", None) is not None for x in stored.values())
         if padded:  # a run axis padded as another layout was, or to be padded as this one is
@@ -289,10 +314,11 @@ class Checkpoints:
         except Exception as error:
             raise CheckpointError(f"{where}: unreadable or not matching this run's state "
                                   f"({type(error).__name__}: {str(error).splitlines()[0][:200]})") from None
+        restored_states = {name: _with_empty(restored.state[name], abstract) for name, abstract in asked.items()}
         if sharded:
-            return dict(restored.state), dict(restored.history), meta
-        states = jax.tree.map(np.asarray, dict(restored.state))
-        for name, abstract in abstract_states.items():
+            return restored_states, dict(restored.history), meta
+        states = jax.tree.map(np.asarray, restored_states)
+        for name, abstract in asked.items():
             for got, want in zip(jax.tree.leaves(states[name]), jax.tree.leaves(abstract)):
                 if got.shape != want.shape or got.dtype != want.dtype:
                     raise CheckpointError(f"{where}: run set {name} holds {got.shape} {got.dtype} "

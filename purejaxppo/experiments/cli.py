@@ -219,10 +219,12 @@ def main(argv=None) -> int:
         sent = f" (sent to process {stop.process})" if stop.process is not None else ""
         print(f"purejaxppo: stopped by {stop.name}{sent}: {outcome}", file=sys.stderr, flush=True)
         sys.stdout.flush()
+        hosts.leave()
         os._exit(stop.exit_code)  # at once: a program in flight is dropped, the checkpoints stay as they are
     except LostProcess as lost:
         print(f"purejaxppo: error: {lost.who} was lost ({lost.detail}): {lost.outcome}", file=sys.stderr, flush=True)
         sys.stdout.flush()
+        hosts.leave(lost)
         os._exit(1)  # at once: JAX's shutdown barrier would wait for the lost process, then abort
 
 

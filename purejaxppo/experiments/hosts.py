@@ -379,6 +379,44 @@ def lost_process(error: BaseException) -> LostProcess | None:
 
 
 _ROLL_CALL = "purejaxppo/answered/"
+_LEAVING = "purejaxppo/leaving/"
+
+
+def _client():
+    """JAX's distributed client where it has the key-value store and barriers this module uses,
+    else None (alone, or a JAX without them: what needs it is then not told or not waited for)."""
+    try:
+        from jax._src.distributed import global_state  # private: absent or changed, not told
+    except ImportError:
+        return None
+    client = getattr(global_state, "client", None)
+    return client if all(hasattr(client, m) for m in ("key_value_set", "key_value_dir_get", "wait_at_barrier")) \
+        else None
+
+
+def leave(lost: LostProcess | None = None, seconds: float = 5.0) -> None:
+    """Several processes (`coordinate`), ending at once (`os._exit`) after an agreed stop or a
+    lost process: process 0 leaves last. Its coordination service is what every other
+    process's JAX client holds; a client that sees it go aborts its process (SIGABRT), which
+    would take that process's own line and exit code. So each other process says in the
+    key-value store that it is leaving, and process 0 waits (up to `seconds`) until every
+    survivor has: those but `lost`'s process, or, where that is not known, all but one.
+    Where process 0 is the lost one there is no store, and nothing to wait for."""
+    client = _client() if held_stop() is not None else None
+    if client is None or (lost is not None and lost.process == 0):
+        return
+    count, me = jax.process_count(), jax.process_index()
+    try:
+        if me != 0:
+            client.key_value_set(f"{_LEAVING}{me}", "")
+            return
+        needed = count - 1 - (lost is not None)
+        deadline = time.monotonic() + seconds
+        while len(client.key_value_dir_get(_LEAVING)) < needed and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.1)  # the last one's os._exit, just after its key
+    except Exception:  # noqa: BLE001 -- the store went away meanwhile: nothing more to wait for
+        pass
 
 
 def unanswered(seconds: float | None = None) -> int | None:
@@ -393,12 +431,8 @@ def unanswered(seconds: float | None = None) -> int | None:
     help: it waits for the heartbeat timeout, when JAX ends every process with its C++
     fatal error anyway.) The survivors then meet at a barrier, so that process 0, which
     holds the store, does not leave before the others have read it."""
-    try:
-        from jax._src.distributed import global_state  # private: absent or changed, not told
-    except ImportError:
-        return None
-    client = getattr(global_state, "client", None)
-    if not all(hasattr(client, m) for m in ("key_value_set", "key_value_dir_get", "wait_at_barrier")):
+    client = _client()
+    if client is None:
         return None
     count = jax.process_count()
     seconds = min(10.0, heartbeat_seconds() / 2) if seconds is None else seconds

@@ -85,6 +85,44 @@ def _empty_constants_inside(fn, *args):
     return jax.tree.unflatten(jax.tree.structure(out_shape), outs)
 
 
+def _empty_leaves_outside(on_device, args, layout: _Layout, mesh):
+    """`on_device` (a device's runs -> their outputs) as `jax.shard_map` over `mesh`, the
+    whole run axis in and out, with its zero-size inputs and outputs kept out of the
+    shard_map: made in its body (inputs) and beside it (outputs) by `jnp.zeros`.
+
+    Shardy's segfault with a zero-size operand (`_empty_constants_inside`) comes with zero-size
+    inputs too: MJX's state (`env: playground/...`) holds a dozen (`data.act` where a model has
+    no activations). An empty array holds no data: the program is the same without them."""
+    def local(x):  # a leaf's shape on one device
+        return jax.ShapeDtypeStruct((layout.per_device, *x.shape[1:]), x.dtype)
+
+    arg_leaves, arg_tree = jax.tree.flatten(args)
+    out_shapes = jax.eval_shape(on_device, *jax.tree.unflatten(arg_tree, [local(x) for x in arg_leaves]))
+    out_leaves, out_tree = jax.tree.flatten(out_shapes)
+
+    def body(*kept):
+        given = iter(kept)
+        full = [jnp.zeros(local(x).shape, x.dtype) if _is_empty(x) else next(given) for x in arg_leaves]
+        outs = jax.tree.leaves(on_device(*jax.tree.unflatten(arg_tree, full)))
+        return [out for out in outs if not _is_empty(out)]
+
+    mapped = jax.shard_map(body, mesh=mesh, in_specs=PartitionSpec("runs"), out_specs=PartitionSpec("runs"),
+                           check_vma=False)
+
+    def program(*all_args):
+        kept = [x for x in jax.tree.leaves(all_args) if not _is_empty(x)]
+        computed = iter(mapped(*kept))
+        outs = [jnp.zeros((layout.padded, *x.shape[1:]), x.dtype) if _is_empty(x) else next(computed)
+                for x in out_leaves]
+        return jax.tree.unflatten(out_tree, outs)
+
+    return program
+
+
+def _is_empty(x) -> bool:
+    return 0 in x.shape and not jnp.issubdtype(x.dtype, jax.dtypes.extended)
+
+
 class ShardedRunSets:
     """Several run sets (each its own function, e.g. programs of different shapes) as one program over
     all devices: `pairs` = [(fn_a, args_a), (fn_b, args_b), ...], each `fn` over args whose
@@ -131,8 +169,7 @@ class ShardedRunSets:
                 return _empty_constants_inside(runs_here, *device_args)
 
             mesh = Mesh(np.array(used), ("runs",))
-            programs.append(jax.shard_map(on_device, mesh=mesh, in_specs=PartitionSpec("runs"),
-                                          out_specs=PartitionSpec("runs"), check_vma=False))
+            programs.append(_empty_leaves_outside(on_device, args, layout, mesh))
             self._shardings.append(NamedSharding(mesh, PartitionSpec("runs")))
             shapes.append(jax.tree.map(lambda x, sharding=self._shardings[-1]: jax.ShapeDtypeStruct(
                 (layout.padded, *x.shape[1:]), x.dtype, sharding=sharding), args))
