@@ -63,12 +63,15 @@ def test_minatar_observations_keep_their_image_shape():
     assert terminated.dtype == jnp.bool_ and truncated.dtype == jnp.bool_
 
 
-@pytest.mark.parametrize("family", ["craftax", "xminigrid", "jumanji"])
+@pytest.mark.parametrize("family", ["craftax", "xminigrid", "jumanji", "playground"])
 def test_a_family_whose_extra_is_not_installed_names_the_pip_command(family, monkeypatch):
     import importlib.util
 
+    from purejaxppo.envs import EXTRAS
+
+    module = EXTRAS[family][0]  # playground's is mujoco_playground
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == family else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))
     with pytest.raises(ConfigError, match=rf"pip install 'purejaxppo\[{family}\]'") as error:
         ppo.make_config({"env": f"{family}/Anything-v1"})
     assert error.value.field == "env"

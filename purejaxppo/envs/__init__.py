@@ -1,6 +1,6 @@
 """Environments: one protocol (see `base`), the built-in families, your own, wrappers.
 
-`env: gymnax/CartPole-v1` (or the bare gymnax name), `env: brax/ant`. Each family is an
+`env: gymnax/CartPole-v1` (or the bare gymnax name), `env: brax/ant`, `env: playground/CartpoleBalance`. Each family is an
 adapter module that owns its settings (in `env_params`) and their checks, its action
 range and its reset strategy; adding a family is one entry in FAMILIES and one module,
 nothing in the learner or in purejaxppo.config. Adapters are imported on first use, so a run on
@@ -26,6 +26,7 @@ import difflib
 import importlib
 import importlib.metadata
 import importlib.util
+import sys
 from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
@@ -41,11 +42,13 @@ from purejaxppo.imports import call_factory, failure, import_object
 FAMILIES = {"gymnax": ("purejaxppo.envs.gymnax", "GymnaxEnv"), "brax": ("purejaxppo.envs.brax", "BraxEnv"),
             "craftax": ("purejaxppo.envs.craftax", "CraftaxEnv"),
             "xminigrid": ("purejaxppo.envs.xminigrid", "XMiniGridEnv"),
-            "jumanji": ("purejaxppo.envs.jumanji", "JumanjiEnv")}
+            "jumanji": ("purejaxppo.envs.jumanji", "JumanjiEnv"),
+            "playground": ("purejaxppo.envs.playground", "PlaygroundEnv")}
 DEFAULT_FAMILY = "gymnax"
-# families installed as optional extras: family -> (the library's module, the extra that installs it)
-EXTRAS = {"craftax": ("craftax", "craftax"), "xminigrid": ("xminigrid", "xminigrid"),
-          "jumanji": ("jumanji", "jumanji")}
+# families installed as optional extras: family -> (the library's module, the extra that installs it,
+# the oldest Python it installs on)
+EXTRAS = {"craftax": ("craftax", "craftax", (3, 11)), "xminigrid": ("xminigrid", "xminigrid", (3, 11)),
+          "jumanji": ("jumanji", "jumanji", (3, 11)), "playground": ("mujoco_playground", "playground", (3, 12))}
 
 
 class EnvConfig(Protocol):
@@ -175,8 +178,11 @@ def make_raw_env(env: str, env_params: Mapping[str, Any] | None = None) -> Env:
     if "/" not in env and env not in env_names():  # a bare name is gymnax's, or a misspelt registered one
         check_gymnax_name(env, sorted(registered()))
     if family in EXTRAS and importlib.util.find_spec(EXTRAS[family][0]) is None:
+        module, extra, python = EXTRAS[family]
+        newer = (f" (on Python {'.'.join(map(str, python))} or newer; this is {sys.version.split()[0]})"
+                 if sys.version_info < python else "")
         raise ConfigError("env", env, f"needs the optional {family} package, not installed here: "
-                          f"pip install 'purejaxppo[{EXTRAS[family][1]}]'")
+                          f"pip install 'purejaxppo[{extra}]'{newer}")
     module, cls = FAMILIES[family]
     return getattr(importlib.import_module(module), cls)(name, dict(env_params or {}))
 

@@ -49,7 +49,7 @@ def _brax_envs():
 
 
 @contextlib.contextmanager
-def _quiet_mujoco():
+def quiet_mujoco():
     """Building a model: MuJoCo's warnings (e.g. half_cheetah.xml's deprecated settotalmass)
     go to Python's warnings, here ignored, instead of a MUJOCO_LOG.TXT in the user's folder."""
     import mujoco
@@ -117,7 +117,7 @@ class BraxEnv:
                                   f"{', '.join(list(SETTINGS) + sorted(accepted))}")
             if accepted[key] is not None:  # typed and ranged by its default
                 params[key] = param_value(f"brax/{name}", key, accepted[key], params[key])
-        with _quiet_mujoco():
+        with quiet_mujoco():
             self._env = envs.get_environment(name, backend=settings["backend"], **params)
         self.name = name
         self.backend = settings["backend"]

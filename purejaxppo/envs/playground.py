@@ -1,0 +1,195 @@
+"""MuJoCo Playground (`env: playground/<Task>`; the optional extra `[playground]`) behind the
+purejaxppo environment protocol.
+
+Tasks: every name in Playground's registry. Its 25 dm_control-suite tasks (CartpoleBalance,
+CheetahRun, ...) ship their models in the package; its locomotion and manipulation tasks
+(Go1JoystickFlatTerrain, ...) load robots from MuJoCo Menagerie, which Playground clones
+from GitHub at first use: where it is not there, building the task is one ConfigError naming
+the folder and how to fill it (nothing is cloned from here).
+
+Episode handling is ours, as for Brax: the task's own `done` is `terminated` (no bootstrap;
+the suite's tasks end only on NaN physics), the time limit `episode_length` gives
+`truncated` (bootstrapped from the final observation) after ceil(episode_length /
+action_repeat) agent steps, and each action is applied `action_repeat` times, rewards summed.
+Physics that went NaN end the episode as a termination flagged `physics_nan` in the step's
+info, with the observation's NaNs zeroed (a NaN input would poison the whole batch's update).
+
+Settings (in `env_params`, checked against the task's own Playground config and typed by
+its defaults): any of that config's keys (`episode_length`, `action_repeat`, `ctrl_dt`,
+`sim_dt`, `impl`, the task's reward settings, ...), and `obs_key`, the entry of a task
+whose observations are a dict (default `state`, Playground's own choice for its policies).
+`impl` (MJX's implementation) defaults to `jax` on every backend, not Playground's `warp`:
+on CPU, warp steps ~150x slower (benchmarks/results/2026-12-04-playground-cpu.md); on a GPU
+the two are not yet measured side by side here, so jax stays the default there too.
+
+Resets run MJX's `forward`, as Brax's do: one fresh reset per env slot per rollout
+(`reset_strategy = "per_rollout"`, as `brax`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import io
+import math
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from purejaxppo import pytree
+from purejaxppo.envs.base import ActionSpace, param_value, unknown_param
+from purejaxppo.envs.brax import quiet_mujoco
+from purejaxppo.errors import ConfigError
+
+OWN_SETTINGS = {"obs_key": "state"}  # ours, not the task's config's
+IMPLS = ("jax", "warp")
+DEFAULT_IMPL = "jax"
+MENAGERIE = "https://github.com/google-deepmind/mujoco_menagerie"
+
+
+def _playground():
+    """mujoco_playground, imported quietly (mujoco and warp print while they import)."""
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import mujoco_playground
+    return mujoco_playground
+
+
+def env_names() -> list[str]:
+    return sorted(_playground().registry.ALL_ENVS)
+
+
+def _needs_menagerie(name: str) -> bool:
+    playground = _playground()
+    return name in playground.locomotion.ALL_ENVS or name in playground.manipulation.ALL_ENVS
+
+
+def _check_assets(name: str) -> None:
+    """A task whose robot comes from MuJoCo Menagerie: that it is there (Playground would
+    clone it from GitHub, or fail offline with a traceback)."""
+    from mujoco_playground._src import mjx_env
+
+    folder = mjx_env.MENAGERIE_PATH
+    if _needs_menagerie(name) and not folder.exists():
+        raise ConfigError("env", f"playground/{name}", f"needs MuJoCo Menagerie's robot models, not found at "
+                          f"{folder}: where the network allows, git clone {MENAGERIE} {folder} && git -C {folder} "
+                          f"checkout {mjx_env.MENAGERIE_COMMIT_SHA} (docs/environments.md, MuJoCo Playground)")
+
+
+def _overrides(name: str, params: dict) -> dict:
+    """`params` (without ours) as overrides of the task's Playground config, each checked
+    against its default -> {key: value}; `impl` defaults to DEFAULT_IMPL."""
+    from ml_collections import config_dict
+
+    defaults = _playground().registry.get_default_config(name)
+    settable = sorted(key for key, value in defaults.items() if not isinstance(value, config_dict.ConfigDict))
+    overrides = {"impl": DEFAULT_IMPL} if "impl" in defaults else {}
+    for key, value in params.items():
+        if key not in settable:
+            raise unknown_param(f"playground/{name}", key, value, sorted(settable + list(OWN_SETTINGS)))
+        if key == "impl":
+            if value not in IMPLS:
+                raise ConfigError("env_params.impl", value, f"must be one of {', '.join(IMPLS)}")
+        else:
+            value = param_value(f"playground/{name}", key, defaults[key], value)
+        overrides[key] = value
+    for key in ("episode_length", "action_repeat"):
+        if key in overrides and overrides[key] < 1:
+            raise ConfigError(f"env_params.{key}", overrides[key], "must be at least 1")
+    return overrides
+
+
+@pytree.dataclass
+class PlaygroundState:
+    env_state: object       # mujoco_playground.State
+    steps: jnp.ndarray      # agent steps taken in this episode
+
+
+class PlaygroundEnv:
+    """A Playground task: float32 observations (`obs_key`'s entry of a dict), bool done
+    flags, our own time limit, NaN physics as a flagged termination."""
+
+    reset_strategy = "per_rollout"
+
+    def __init__(self, name: str, env_params: dict | None = None):
+        names = env_names()
+        if name not in names:
+            close = difflib.get_close_matches(name, names, n=3, cutoff=0.4)
+            hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(names)}"
+            raise ConfigError("env", f"playground/{name}", f"unknown Playground task; {hint}")
+        params = dict(env_params or {})
+        own = {key: params.pop(key, default) for key, default in OWN_SETTINGS.items()}
+        overrides = _overrides(name, params)
+        _check_assets(name)
+        defaults = _playground().registry.get_default_config(name)
+        with quiet_mujoco(), contextlib.redirect_stdout(io.StringIO()):
+            self._env = _playground().registry.load(name, config_overrides=overrides)
+        self.name = name
+        self.impl = overrides.get("impl")
+        self.action_repeat = int(overrides.get("action_repeat", defaults.get("action_repeat", 1)))
+        length = int(overrides.get("episode_length", defaults.get("episode_length", 1000)))
+        self.max_episode_steps = math.ceil(length / self.action_repeat)
+        self.obs_key = self._obs_key(own["obs_key"])
+        self.obs_shape = tuple(int(n) for n in self._abstract_obs().shape)
+        size = int(self._env.action_size)
+        low, high = -np.ones(size, np.float32), np.ones(size, np.float32)
+        model = self._env.mj_model
+        if model.nu == size:  # limited actuators: their control range
+            limited = model.actuator_ctrllimited.astype(bool)
+            low = np.where(limited, model.actuator_ctrlrange[:, 0], -np.inf).astype(np.float32)
+            high = np.where(limited, model.actuator_ctrlrange[:, 1], np.inf).astype(np.float32)
+        self.action_space = ActionSpace("continuous", shape=(size,), low=jnp.asarray(low), high=jnp.asarray(high))
+
+    def _obs_key(self, key):
+        """The observation entry used where the task's observations are a dict, else None."""
+        obs = jax.eval_shape(self._env.reset, jax.random.PRNGKey(0)).obs
+        if not isinstance(obs, dict):
+            return None
+        if key not in obs:
+            raise ConfigError("env_params.obs_key", key, f"playground/{self.name}'s observations are a dict of "
+                              f"{', '.join(sorted(obs))}: choose one of them")
+        return key
+
+    def _abstract_obs(self):
+        obs = jax.eval_shape(self._env.reset, jax.random.PRNGKey(0)).obs
+        return obs[self.obs_key] if self.obs_key is not None else obs
+
+    @property
+    def playground_env(self):
+        """The Playground environment itself (for rendering)."""
+        return self._env
+
+    def _obs(self, env_state):
+        obs = env_state.obs[self.obs_key] if self.obs_key is not None else env_state.obs
+        return jnp.nan_to_num(jnp.asarray(obs, jnp.float32), nan=0.0, posinf=0.0, neginf=0.0)
+
+    def reset(self, key):
+        state = self._env.reset(key)
+        return self._obs(state), PlaygroundState(state, jnp.int32(0))
+
+    def step(self, key, state, action):
+        """`action_repeat` control steps of one action (the key is unused: the physics is
+        deterministic); the state stops changing once the episode terminates."""
+        def control_step(carry, _):
+            s, reward, terminated = carry
+            nxt = self._env.step(s, action)
+            nxt = jax.tree.map(lambda a, b: jnp.where(terminated, a, b), s, nxt)
+            ended = terminated | (jnp.asarray(nxt.done) > 0) | _nan(nxt)
+            return (nxt, reward + jnp.where(terminated, 0.0, nxt.reward), ended), None
+
+        start = (state.env_state, jnp.float32(0.0), jnp.bool_(False))
+        (env_state, reward, terminated), _ = jax.lax.scan(control_step, start, None, length=self.action_repeat)
+        steps = state.steps + 1
+        truncated = steps >= self.max_episode_steps
+        info = {"physics_nan": _nan(env_state), **{k: jnp.asarray(v, jnp.float32)
+                                                   for k, v in env_state.metrics.items() if jnp.ndim(v) == 0}}
+        reward = jnp.nan_to_num(jnp.asarray(reward, jnp.float32), nan=0.0, posinf=0.0, neginf=0.0)
+        return self._obs(env_state), PlaygroundState(env_state, steps), reward, terminated, truncated, info
+
+
+def _nan(env_state) -> jnp.ndarray:
+    """Whether the physics went NaN (positions or velocities)."""
+    data = env_state.data
+    return jnp.isnan(data.qpos).any() | jnp.isnan(data.qvel).any()
