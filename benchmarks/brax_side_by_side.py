@@ -5,8 +5,13 @@
 --quick (12 / 6 updates, 2 seeds, 1 round, inverted_pendulum resets only) takes ~5 minutes on 2
 cores, mostly compiling; the full run ~25 minutes (--pendulum-rounds 2).
 
-Cases (CPU-sized): `fast` (configs/brax/fast.yaml, episode_length 128) and
-`inverted_pendulum` (configs/brax/inverted_pendulum.yaml, spring backend), read when run.
+Cases (CPU-sized): `fast` (configs/brax/fast.yaml, episode_length 128),
+`inverted_pendulum` (configs/brax/inverted_pendulum.yaml, spring backend), and
+`cartpole_balance` (configs/playground/cartpole_balance.yaml: MuJoCo Playground's task on MJX,
+impl jax; needs the [playground] extra; `--cases cartpole_balance`), read when run. For
+Playground, Brax's trainer gets the task our adapter builds (`.playground_env`) with
+Playground's own `wrapper.wrap_for_brax_training` as `wrap_env_fn` (what Playground's
+training script passes).
 
 Contenders, interleaved over --rounds rounds (ours x1, ours xN, Brax xN calls, then again):
 - `ours x1` / `ours xN`: `jax.jit(jax.vmap(make_train(cfg)))` on 1 / N seeds (one program),
@@ -79,8 +84,9 @@ from purejaxppo.envs import make_env, make_raw_env
 from purejaxppo.rollout import rollout
 from purejaxppo.train import Learner
 
-CASES = {"fast": "configs/brax/fast.yaml", "inverted_pendulum": "configs/brax/inverted_pendulum.yaml"}
-QUICK_UPDATES = {"fast": 12, "inverted_pendulum": 6}
+CASES = {"fast": "configs/brax/fast.yaml", "inverted_pendulum": "configs/brax/inverted_pendulum.yaml",
+         "cartpole_balance": "configs/playground/cartpole_balance.yaml"}
+QUICK_UPDATES = {"fast": 12, "inverted_pendulum": 6, "cartpole_balance": 6}
 EPOCHS = 3  # Brax training epochs per call (num_evals = EPOCHS + 1); the third is the first compile-free one
 
 
@@ -174,8 +180,14 @@ def brax_settings(cfg, eval_episodes):
 
 def run_brax(cfg, seed, eval_episodes):
     train, _ = _brax_train()
-    env = make_raw_env(cfg.env, cfg.env_params).brax_env
+    raw = make_raw_env(cfg.env, cfg.env_params)
     kwargs = brax_settings(cfg, eval_episodes)
+    if cfg.env.startswith("playground/"):  # Playground's task, wrapped for Brax's trainer as Playground's own script does
+        from mujoco_playground import wrapper
+
+        env, kwargs["wrap_env_fn"] = raw.playground_env, wrapper.wrap_for_brax_training
+    else:
+        env = raw.brax_env
     records = []
 
     def progress(step, metrics):

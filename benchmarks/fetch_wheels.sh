@@ -4,8 +4,9 @@
 # scipy, matplotlib and rich, but not gymnax, brax or mujoco (about 36 MB). Then benchmarks/gpu.sh.
 #
 #   usage (from the repo root, on a machine with the registries):
-#     [PYTHON_VERSION=3.12] [FAMILIES=1] benchmarks/fetch_wheels.sh [DIR]     (default DIR: .whl)
-#   FAMILIES=1 adds craftax, xminigrid, jumanji and their direct dependencies.
+#     [PYTHON_VERSION=3.12] [FAMILIES=1] [PLAYGROUND=1] benchmarks/fetch_wheels.sh [DIR]     (default DIR: .whl)
+#   FAMILIES=1 adds craftax, xminigrid, jumanji and their direct dependencies; PLAYGROUND=1 MuJoCo
+#   Playground (about 13 MB more).
 #   DIR is git-ignored (.whl/); copy it to the host with the repo.
 set -eu
 dir=${1:-.whl}
@@ -19,6 +20,9 @@ if [ "${FAMILIES:-0}" = 1 ]; then
   # pygame, imageio-ffmpeg (68 MB) and hf-xet are left out: the envs build and step without them
   pkgs="$pkgs craftax>=1.6.1,<1.7 imageio xminigrid>=0.9.3,<0.10 tqdm jumanji>=1.1.2,<1.2 esquilax jax-tqdm dm-env
 dm-tree huggingface-hub filelock wrapt"
+fi
+if [ "${PLAYGROUND:-0}" = 1 ]; then  # MuJoCo Playground (gpu.sh PARTS=playground); warp-lang is left out: impl jax
+  pkgs="$pkgs playground>=0.2.0,<0.3 lxml tqdm"
 fi
 plat="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64"
 for p in $pkgs; do

@@ -10,6 +10,9 @@
 #   5. only when asked (PARTS=returns; hours): the returns case's GPU-sized configs, Brax, Craftax and the
 #      MinAtar CNN, at their full budgets against their published returns
 #      (`python -m benchmarks --cases returns --gpu`: resumable, one result per config).
+#   6. only when asked (PARTS=playground; the playground wheels carried too): CartpoleBalance and
+#      CheetahRun at Playground's own PPO settings, beside Brax's trainer (benchmarks/gpu_playground.py;
+#      PLAYGROUND_OPTIONS="--updates 10" cuts each to 10 updates, ~1e7 steps);
 #
 # Here, with the registries, fetch the wheels (keep .whl/ out of git):
 #     benchmarks/fetch_wheels.sh .whl
@@ -58,3 +61,4 @@ cpu=${ALLOW_CPU:+--allow-cpu}
 case ",$parts," in *,suite,*) "$py" -m benchmarks --gpu "$@" ;; esac
 case ",$parts," in *,ant,*) "$py" benchmarks/gpu_brax.py --no-install --results benchmarks/results $cpu ${ANT_OPTIONS:-} ;; esac
 case ",$parts," in *,returns,*) "$py" -m benchmarks --cases returns --gpu ;; esac
+case ",$parts," in *,playground,*) "$py" benchmarks/gpu_playground.py ${PLAYGROUND_OPTIONS:-} ;; esac

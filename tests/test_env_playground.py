@@ -66,7 +66,9 @@ def test_action_repeat_counts_agent_steps_as_brax_does():
     ("CartpoleBalanse", {}, "env", "did you mean CartpoleBalance"),
     ("CartpoleBalance", {"episode_lenght": 5}, "env_params.episode_lenght", "has no such parameter"),
     ("CartpoleBalance", {"episode_length": 0}, "env_params.episode_length", "at least 1"),
-    ("CartpoleBalance", {"impl": "mujoco"}, "env_params.impl", "must be one of jax, warp"),
+    ("CartpoleBalance", {"impl": "mujoco"}, "env_params.impl", "must be jax"),
+    ("CartpoleBalance", {"action_repeat": 0}, "env_params.action_repeat", "at least 1"),
+    ("CartpoleBalance", {"impl": "warp"}, "env_params.impl", "one contact pool for all envs"),
     ("CartpoleBalance", {"ctrl_dt": "fast"}, "env_params.ctrl_dt", "must be a number"),
 ])
 def test_bad_names_and_settings_are_refused_naming_the_field(name, params, field, words):
@@ -91,6 +93,24 @@ def test_a_robot_task_without_menagerie_is_one_line_exit_2_and_no_folder(tmp_pat
                                                    "needs MuJoCo Menagerie's robot models, not found at "), lines
     assert "git clone https://github.com/google-deepmind/mujoco_menagerie" in lines[0]
     assert not (tmp_path / "run").exists() and not mjx_env.MENAGERIE_PATH.exists()
+
+
+@pytest.mark.slow  # builds 28 MJX models (~40 s)
+def test_every_shipped_playground_config_loads_and_the_gpu_ones_cover_the_suite():
+    """One GPU-sized config per dm_control-suite task (Playground's own PPO settings), each of
+    whose env builds with its settings; the CPU-sized ones beside them."""
+    from mujoco_playground import dm_control_suite
+
+    from purejaxppo import configs
+
+    names = [n for n in configs.names() if n.startswith("playground/")]
+    envs = {}
+    for name in names:
+        cfg = ppo.load_config(configs.find(name))
+        envs.setdefault(name.startswith("playground/gpu/"), set()).add(cfg.env)
+        assert configs.references()[name]["size"] == ("gpu" if name.startswith("playground/gpu/") else "cpu")
+    assert envs[True] == {f"playground/{task}" for task in dm_control_suite.ALL_ENVS}
+    assert "playground/CartpoleBalance" in envs[False]
 
 
 @pytest.mark.slow  # compiles MJX programs over two devices (~1 min on 2 cores): run by .ci/run

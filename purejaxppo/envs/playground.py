@@ -18,9 +18,10 @@ Settings (in `env_params`, checked against the task's own Playground config and 
 its defaults): any of that config's keys (`episode_length`, `action_repeat`, `ctrl_dt`,
 `sim_dt`, `impl`, the task's reward settings, ...), and `obs_key`, the entry of a task
 whose observations are a dict (default `state`, Playground's own choice for its policies).
-`impl` (MJX's implementation) defaults to `jax` on every backend, not Playground's `warp`:
-on CPU, warp steps ~150x slower (benchmarks/results/2026-12-04-playground-cpu.md); on a GPU
-the two are not yet measured side by side here, so jax stays the default there too.
+`impl` (MJX's implementation) is `jax` on every backend, not Playground's default `warp`:
+warp's data holds one contact pool for all envs (its leading axis `naconmax`), which a per-env
+vmap cannot split (MJX refuses it for CheetahRun), and on a CPU warp steps 27-165x slower where
+it runs at all (benchmarks/results/2026-12-04-playground-cpu.md). `impl: warp` is refused.
 
 Resets run MJX's `forward`, as Brax's do: one fresh reset per env slot per rollout
 (`reset_strategy = "per_rollout"`, as `brax`).
@@ -44,8 +45,7 @@ from purejaxppo.envs.brax import quiet_mujoco
 from purejaxppo.errors import ConfigError
 
 OWN_SETTINGS = {"obs_key": "state"}  # ours, not the task's config's
-IMPLS = ("jax", "warp")
-DEFAULT_IMPL = "jax"
+IMPL = "jax"  # MJX's implementation; warp is refused (see `_overrides`)
 MENAGERIE = "https://github.com/google-deepmind/mujoco_menagerie"
 
 
@@ -78,26 +78,25 @@ def _check_assets(name: str) -> None:
                           f"checkout {mjx_env.MENAGERIE_COMMIT_SHA} (docs/environments.md, MuJoCo Playground)")
 
 
-def _overrides(name: str, params: dict) -> dict:
-    """`params` (without ours) as overrides of the task's Playground config, each checked
-    against its default -> {key: value}; `impl` defaults to DEFAULT_IMPL."""
+def _overrides(name: str, params: dict, defaults) -> dict:
+    """`params` (without ours) as overrides of the task's Playground config (`defaults`), each
+    checked against its default -> {key: value}; `impl` is IMPL."""
     from ml_collections import config_dict
 
-    defaults = _playground().registry.get_default_config(name)
     settable = sorted(key for key, value in defaults.items() if not isinstance(value, config_dict.ConfigDict))
-    overrides = {"impl": DEFAULT_IMPL} if "impl" in defaults else {}
+    overrides = {"impl": IMPL} if "impl" in defaults else {}
     for key, value in params.items():
         if key not in settable:
             raise unknown_param(f"playground/{name}", key, value, sorted(settable + list(OWN_SETTINGS)))
-        if key == "impl":
-            if value not in IMPLS:
-                raise ConfigError("env_params.impl", value, f"must be one of {', '.join(IMPLS)}")
-        else:
-            value = param_value(f"playground/{name}", key, defaults[key], value)
-        overrides[key] = value
-    for key in ("episode_length", "action_repeat"):
-        if key in overrides and overrides[key] < 1:
-            raise ConfigError(f"env_params.{key}", overrides[key], "must be at least 1")
+        if key == "impl" and value == "warp":
+            raise ConfigError("env_params.impl", value, "is not supported: MJX's warp data holds one contact pool "
+                              "for all envs, which the per-env vmap of purejaxppo's rollout cannot split (and on a "
+                              "CPU warp steps 27-165x slower than jax); use jax")
+        if key == "impl" and value != IMPL:
+            raise ConfigError("env_params.impl", value, f"must be {IMPL} (MJX's implementation)")
+        overrides[key] = value if key == "impl" else param_value(f"playground/{name}", key, defaults[key], value)
+    if overrides.get("action_repeat", 1) < 1:
+        raise ConfigError("env_params.action_repeat", overrides["action_repeat"], "must be at least 1")
     return overrides
 
 
@@ -121,9 +120,9 @@ class PlaygroundEnv:
             raise ConfigError("env", f"playground/{name}", f"unknown Playground task; {hint}")
         params = dict(env_params or {})
         own = {key: params.pop(key, default) for key, default in OWN_SETTINGS.items()}
-        overrides = _overrides(name, params)
-        _check_assets(name)
         defaults = _playground().registry.get_default_config(name)
+        overrides = _overrides(name, params, defaults)
+        _check_assets(name)
         with quiet_mujoco(), contextlib.redirect_stdout(io.StringIO()):
             self._env = _playground().registry.load(name, config_overrides=overrides)
         self.name = name
