@@ -68,6 +68,7 @@ def test_action_repeat_counts_agent_steps_as_brax_does():
     ("CartpoleBalance", {"episode_length": 0}, "env_params.episode_length", "at least 1"),
     ("CartpoleBalance", {"impl": "mujoco"}, "env_params.impl", "must be jax"),
     ("CartpoleBalance", {"action_repeat": 0}, "env_params.action_repeat", "at least 1"),
+    ("CartpoleBalance", {"obs_key": "pixels"}, "env_params.obs_key", "one array, not a dict"),
     ("CartpoleBalance", {"impl": "warp"}, "env_params.impl", "one contact pool for all envs"),
     ("CartpoleBalance", {"ctrl_dt": "fast"}, "env_params.ctrl_dt", "must be a number"),
 ])

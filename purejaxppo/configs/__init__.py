@@ -57,6 +57,23 @@ def references() -> dict[str, dict]:
     return yaml.safe_load(REFERENCES.read_text())
 
 
+@functools.cache
+def references_by_env() -> dict[str, tuple[float, str, str]]:
+    """env -> (return, config name, method): the highest published return over the shipped
+    configs of each environment (the diagnosis's cap)."""
+    import yaml
+
+    best: dict[str, tuple[float, str, str]] = {}
+    for name, ref in references().items():
+        path = find(name)
+        if not isinstance(ref, dict) or ref.get("return") is None or path is None:
+            continue
+        env = (yaml.safe_load(path.read_text()) or {}).get("env")
+        if env is not None and (env not in best or ref["return"] > best[env][0]):
+            best[env] = (float(ref["return"]), name, str(ref.get("method")))
+    return best
+
+
 def steps_text(steps: float) -> str:
     """A step count as budgets are written: 10000000 -> 1e7, 250000 -> 2.5e5, 976 -> 976."""
     steps = float(steps)

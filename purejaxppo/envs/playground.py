@@ -130,8 +130,9 @@ class PlaygroundEnv:
         self.action_repeat = int(overrides.get("action_repeat", defaults.get("action_repeat", 1)))
         length = int(overrides.get("episode_length", defaults.get("episode_length", 1000)))
         self.max_episode_steps = math.ceil(length / self.action_repeat)
-        self.obs_key = self._obs_key(own["obs_key"])
-        self.obs_shape = tuple(int(n) for n in self._abstract_obs().shape)
+        obs = jax.eval_shape(self._env.reset, jax.random.PRNGKey(0)).obs
+        self.obs_key = _obs_key(name, obs, own["obs_key"], given="obs_key" in (env_params or {}))
+        self.obs_shape = tuple(int(n) for n in (obs[self.obs_key] if self.obs_key is not None else obs).shape)
         size = int(self._env.action_size)
         low, high = -np.ones(size, np.float32), np.ones(size, np.float32)
         model = self._env.mj_model
@@ -140,20 +141,6 @@ class PlaygroundEnv:
             low = np.where(limited, model.actuator_ctrlrange[:, 0], -np.inf).astype(np.float32)
             high = np.where(limited, model.actuator_ctrlrange[:, 1], np.inf).astype(np.float32)
         self.action_space = ActionSpace("continuous", shape=(size,), low=jnp.asarray(low), high=jnp.asarray(high))
-
-    def _obs_key(self, key):
-        """The observation entry used where the task's observations are a dict, else None."""
-        obs = jax.eval_shape(self._env.reset, jax.random.PRNGKey(0)).obs
-        if not isinstance(obs, dict):
-            return None
-        if key not in obs:
-            raise ConfigError("env_params.obs_key", key, f"playground/{self.name}'s observations are a dict of "
-                              f"{', '.join(sorted(obs))}: choose one of them")
-        return key
-
-    def _abstract_obs(self):
-        obs = jax.eval_shape(self._env.reset, jax.random.PRNGKey(0)).obs
-        return obs[self.obs_key] if self.obs_key is not None else obs
 
     @property
     def playground_env(self):
@@ -186,6 +173,20 @@ class PlaygroundEnv:
                                                    for k, v in env_state.metrics.items() if jnp.ndim(v) == 0}}
         reward = jnp.nan_to_num(jnp.asarray(reward, jnp.float32), nan=0.0, posinf=0.0, neginf=0.0)
         return self._obs(env_state), PlaygroundState(env_state, steps), reward, terminated, truncated, info
+
+
+def _obs_key(name: str, obs, key: str, given: bool) -> str | None:
+    """The entry of a task's observations (`obs`, their shapes) that the policy sees where they
+    are a dict; None where they are one array (an `obs_key` given for those is refused)."""
+    if not isinstance(obs, dict):
+        if given:
+            raise ConfigError("env_params.obs_key", key, f"playground/{name}'s observations are one array, not a "
+                              f"dict: obs_key does not apply")
+        return None
+    if key not in obs:
+        raise ConfigError("env_params.obs_key", key, f"playground/{name}'s observations are a dict of "
+                          f"{', '.join(sorted(obs))}: choose one of them")
+    return key
 
 
 def _nan(env_state) -> jnp.ndarray:

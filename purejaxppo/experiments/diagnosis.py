@@ -7,11 +7,12 @@ configs/references.yaml (the return a run cannot usefully exceed).
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Mapping
 
 import numpy as np
+
+from purejaxppo import configs
 
 # return_cap (none by default): the highest return the environment allows, given by the user
 DIAGNOSIS_DEFAULTS = {"under_used_below": 0.02, "over_used_above": 0.2, "over_used_by_epoch": 3,
@@ -25,31 +26,12 @@ def ceiling(env: str | None, return_cap: float | None = None) -> tuple[float, st
     environment (configs/references.yaml; a task's optimum is its cap); None if neither."""
     if return_cap is not None:
         return float(return_cap), f"the environment's cap ({return_cap:g}, diagnosis.return_cap)"
-    found = _references_by_env().get(env)
+    found = configs.references_by_env().get(env)
     if found is None:
         return None
     value, name, method = found
     what = "the task's optimum" if method == "optimum" else "the reference"
     return value, f"{what} ({value:g}, {name} in configs/references.yaml)"
-
-
-@functools.cache
-def _references_by_env() -> dict[str, tuple[float, str, str]]:
-    """env -> (return, config name, method): the highest published return over the shipped
-    configs of each environment."""
-    import yaml
-
-    from purejaxppo import configs
-
-    best: dict[str, tuple[float, str, str]] = {}
-    for name, ref in configs.references().items():
-        path = configs.find(name)
-        if not isinstance(ref, Mapping) or ref.get("return") is None or path is None:
-            continue
-        env = (yaml.safe_load(path.read_text()) or {}).get("env")
-        if env is not None and (env not in best or ref["return"] > best[env][0]):
-            best[env] = (float(ref["return"]), name, str(ref.get("method")))
-    return best
 
 
 def diagnose(clip_by_epoch, thresholds: Mapping[str, float] | None = None, max_kl: float | None = None, *,

@@ -88,22 +88,21 @@ def _empty_constants_inside(fn, *args):
 def _empty_leaves_outside(on_device, args, layout: _Layout, mesh):
     """`on_device` (a device's runs -> their outputs) as `jax.shard_map` over `mesh`, the
     whole run axis in and out, with its zero-size inputs and outputs kept out of the
-    shard_map: made in its body (inputs) and beside it (outputs) by `jnp.zeros`.
+    shard_map: made in its body (inputs) and beside it (outputs) by `jnp.zeros`. The body is
+    traced once, by the shard_map; what it returns is read there.
 
     Shardy's segfault with a zero-size operand (`_empty_constants_inside`) comes with zero-size
     inputs too: MJX's state (`env: playground/...`) holds a dozen (`data.act` where a model has
     no activations). An empty array holds no data: the program is the same without them."""
-    def local(x):  # a leaf's shape on one device
-        return jax.ShapeDtypeStruct((layout.per_device, *x.shape[1:]), x.dtype)
-
     arg_leaves, arg_tree = jax.tree.flatten(args)
-    out_shapes = jax.eval_shape(on_device, *jax.tree.unflatten(arg_tree, [local(x) for x in arg_leaves]))
-    out_leaves, out_tree = jax.tree.flatten(out_shapes)
+    traced = {}  # the outputs' leaves (shapes) and structure, as tracing the body finds them
 
     def body(*kept):
         given = iter(kept)
-        full = [jnp.zeros(local(x).shape, x.dtype) if _is_empty(x) else next(given) for x in arg_leaves]
-        outs = jax.tree.leaves(on_device(*jax.tree.unflatten(arg_tree, full)))
+        full = [jnp.zeros((layout.per_device, *x.shape[1:]), x.dtype) if _is_empty(x) else next(given)
+                for x in arg_leaves]
+        outs, traced["tree"] = jax.tree.flatten(on_device(*jax.tree.unflatten(arg_tree, full)))
+        traced["leaves"] = [jax.ShapeDtypeStruct(out.shape, out.dtype) for out in outs]
         return [out for out in outs if not _is_empty(out)]
 
     mapped = jax.shard_map(body, mesh=mesh, in_specs=PartitionSpec("runs"), out_specs=PartitionSpec("runs"),
@@ -111,10 +110,10 @@ def _empty_leaves_outside(on_device, args, layout: _Layout, mesh):
 
     def program(*all_args):
         kept = [x for x in jax.tree.leaves(all_args) if not _is_empty(x)]
-        computed = iter(mapped(*kept))
+        computed = iter(mapped(*kept))  # traces the body
         outs = [jnp.zeros((layout.padded, *x.shape[1:]), x.dtype) if _is_empty(x) else next(computed)
-                for x in out_leaves]
-        return jax.tree.unflatten(out_tree, outs)
+                for x in traced["leaves"]]
+        return jax.tree.unflatten(traced["tree"], outs)
 
     return program
 
