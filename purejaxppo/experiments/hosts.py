@@ -395,13 +395,11 @@ def _client():
 
 
 def leave(lost: LostProcess | None = None, seconds: float = 5.0) -> None:
-    """Several processes (`coordinate`), ending at once (`os._exit`) after an agreed stop or a
-    lost process: process 0 leaves last. Its coordination service is what every other
-    process's JAX client holds; a client that sees it go aborts its process (SIGABRT), which
-    would take that process's own line and exit code. So each other process says in the
-    key-value store that it is leaving, and process 0 waits (up to `seconds`) until every
-    survivor has: those but `lost`'s process, or, where that is not known, all but one.
-    Where process 0 is the lost one there is no store, and nothing to wait for."""
+    """Several processes (`coordinate`) ending at once (`os._exit`), after an agreed stop or a
+    lost process: process 0, whose coordination service the others' JAX clients hold (one
+    that sees it go aborts its process, taking its line and exit code), leaves last. The
+    others say so in the key-value store; process 0 waits up to `seconds` for every survivor
+    (all but `lost`'s process, or all but one). A lost process 0 leaves no store to wait on."""
     client = _client() if held_stop() is not None else None
     if client is None or (lost is not None and lost.process == 0):
         return
