@@ -110,6 +110,22 @@ def assert_trees_equal_to_float_rounding(actual, expected, atol=1e-7):
             np.testing.assert_array_equal(a, b, err_msg=jax.tree_util.keystr(path))
 
 
+def cut_back(whole, cut, step: int, kept=("config.yaml", "progress.jsonl")):
+    """A copy `cut` of the finished run folder `whole` as a crash just after its checkpoint at
+    update `step` would have left it: no newer checkpoint, none of the result files (only the
+    folder's files named in `kept`). -> cut"""
+    import shutil
+
+    shutil.copytree(whole, cut)
+    for path in (cut / "checkpoints").iterdir():
+        if path.name.isdigit() and int(path.name) > step:
+            shutil.rmtree(path)
+    for path in cut.iterdir():
+        if path.is_file() and path.name not in kept:
+            path.unlink()
+    return cut
+
+
 def assert_metrics_csv_within_rounding(folder, reference, rows: int, rtol: float) -> None:
     """Two run or sweep folders' metrics.csv, from the same runs on other process or device layouts:
     `rows` rows each, the same columns, every cell equal or within `rtol` (relative; absolute

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import purejaxppo as ppo
-from conftest import CARTPOLE_RUN
+from conftest import CARTPOLE_RUN, cut_back
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
 from purejaxppo.experiments.cli import main
 from purejaxppo.experiments.sweep import make_spec, sweep
@@ -208,21 +208,12 @@ def test_sweep_resumed_from_a_middle_checkpoint_equals_the_whole_sweep(tmp_path,
     """Two static groups (num_envs 2 and 4) run one after the other; cut the folder back to
     a checkpoint where the first group has finished and the second has done one update
     (as a crash there would leave it), resume, and get the same metrics, bit for bit."""
-    import shutil
-
     whole = tmp_path / "whole"
     args = ["sweep", "configs/sweeps/clip_epochs.yaml", "--set", "total_timesteps=2048", "--set", "num_steps=64",
             "--grid", "num_envs=2,4", "--grid", "clip_eps=0.1,0.3", "--seeds", "2", "--checkpoint-every", "1"]
     assert main([*args, "--out", str(whole)]) == 0
-    cut = tmp_path / "cut"
-    shutil.copytree(whole, cut)
     first_group = 2048 // (2 * 64)  # updates of the num_envs=2 group, which runs first
-    for path in (cut / "checkpoints").iterdir():
-        if int(path.name) > first_group + 1:
-            shutil.rmtree(path)
-    for path in cut.iterdir():
-        if path.is_file() and path.name not in ("sweep.yaml", "progress.jsonl"):
-            path.unlink()
+    cut = cut_back(whole, tmp_path / "cut", first_group + 1, kept=("sweep.yaml", "progress.jsonl"))
     capsys.readouterr()
     assert main(["sweep", "--resume", str(cut)]) == 0
     assert "resuming" in capsys.readouterr().out
@@ -270,8 +261,6 @@ def test_an_env_state_with_zero_size_arrays_runs_over_two_devices_and_resumes_bi
     """An environment whose state holds zero-size arrays (as MJX's: `env: playground/...`),
     two seeds sharded over two devices, checkpoints every 2 updates: cut back to the first
     checkpoint and resumed, its metrics equal the whole run's, bit for bit."""
-    import shutil
-
     env = _env(tmp_path / "cache")
     args = ["-m", "purejaxppo.experiments.cli", "train", "cartpole", "--set",
             "env=user_envs:empty_leaves_corridor", "--set", "env_params={}", "--seeds", "2", "--set", "num_envs=2",
@@ -282,14 +271,7 @@ def test_an_env_state_with_zero_size_arrays_runs_over_two_devices_and_resumes_bi
                            capture_output=True, text=True, timeout=600)
     assert whole.returncode == 0, whole.stderr[-3000:]
     assert _checkpoints(tmp_path / "whole") == [2, 4, 6]
-    cut = tmp_path / "cut"
-    shutil.copytree(tmp_path / "whole", cut)
-    for path in (cut / "checkpoints").iterdir():
-        if path.name.isdigit() and int(path.name) > 2:
-            shutil.rmtree(path)
-    for path in cut.iterdir():
-        if path.is_file() and path.name not in ("config.yaml", "progress.jsonl"):
-            path.unlink()
+    cut = cut_back(tmp_path / "whole", tmp_path / "cut", 2)
     resumed = subprocess.run([sys.executable, "-m", "purejaxppo.experiments.cli", "train", "--resume", str(cut)],
                              env=env, cwd=here, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

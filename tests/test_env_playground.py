@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("mujoco_playground")
 
 import purejaxppo as ppo
+from conftest import cut_back
 from purejaxppo.envs import make_raw_env
 from purejaxppo.errors import ConfigError
 
@@ -119,8 +120,6 @@ def test_two_seeds_over_two_devices_checkpoint_resume_and_evaluate(tmp_path):
     """The shipped CPU config, cut short: two seeds sharded over two devices (MJX's state holds
     zero-size arrays, data.act), a checkpoint every 2 updates; cut back to the first, resumed,
     the metrics equal the whole run's bit for bit; `eval` reads the folder; no MuJoCo log file."""
-    import shutil
-
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
     env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
     cli = [sys.executable, "-m", "purejaxppo.experiments.cli"]
@@ -130,14 +129,7 @@ def test_two_seeds_over_two_devices_checkpoint_resume_and_evaluate(tmp_path):
     whole = subprocess.run([*train, "--out", str(tmp_path / "whole")], env=env, cwd=tmp_path, capture_output=True,
                            text=True, timeout=900)
     assert whole.returncode == 0, whole.stderr[-3000:]
-    cut = tmp_path / "cut"
-    shutil.copytree(tmp_path / "whole", cut)
-    for path in (cut / "checkpoints").iterdir():
-        if path.name.isdigit() and int(path.name) > 2:
-            shutil.rmtree(path)
-    for path in cut.iterdir():
-        if path.is_file() and path.name not in ("config.yaml", "progress.jsonl"):
-            path.unlink()
+    cut = cut_back(tmp_path / "whole", tmp_path / "cut", 2)
     resumed = subprocess.run([*cli, "train", "--resume", str(cut), "--no-cache"], env=env, cwd=tmp_path,
                              capture_output=True, text=True, timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
