@@ -23,6 +23,7 @@ import math
 import numbers
 from typing import Any, Protocol
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -213,6 +214,27 @@ def with_params(name: str, default_params, overrides: dict, not_offered: dict | 
             raise unknown_param(name, key, value, fields)
         values[key] = param_value(name, key, getattr(default_params, key), value)
     return default_params.replace(**values)
+
+
+def repeat_action(step, state, times: int, ended=None):
+    """`times` steps of one action, `step(state) -> next state` (a state with `.reward` and
+    `.done`), as the Brax and Playground adapters apply `action_repeat`: the rewards summed, the
+    state held once the episode ends (its `done`, or `ended(state)`, e.g. NaN physics)
+    -> (state, reward, whether the episode ended)."""
+    def ends(s):
+        done = jnp.asarray(s.done) > 0
+        return done if ended is None else done | ended(s)
+
+    if times == 1:
+        nxt = step(state)
+        return nxt, nxt.reward, ends(nxt)
+
+    def one(carry, _):
+        s, reward, over = carry
+        nxt = jax.tree.map(lambda a, b: jnp.where(over, a, b), s, step(s))
+        return (nxt, reward + jnp.where(over, 0.0, nxt.reward), over | ends(nxt)), None
+
+    return jax.lax.scan(one, (state, jnp.float32(0.0), jnp.bool_(False)), None, length=times)[0]
 
 
 def as_obs(obs, shape: tuple[int, ...]):

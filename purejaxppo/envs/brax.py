@@ -28,11 +28,10 @@ import io
 import math
 import warnings
 
-import jax
 import jax.numpy as jnp
 
 from purejaxppo import pytree
-from purejaxppo.envs.base import ActionSpace, param_value
+from purejaxppo.envs.base import ActionSpace, param_value, repeat_action
 from purejaxppo.errors import ConfigError, integer
 
 BACKENDS = ("generalized", "positional", "spring", "mjx")
@@ -144,18 +143,8 @@ class BraxEnv:
     def step(self, key, state, action):
         """`action_repeat` physics steps of one action (the key is unused: Brax steps are
         deterministic); the state stops changing once the episode terminates."""
-        def physics_step(carry, _):
-            s, reward, terminated = carry
-            nxt = self._env.step(s, action)
-            nxt = jax.tree.map(lambda a, b: jnp.where(terminated, a, b), s, nxt)
-            return (nxt, reward + jnp.where(terminated, 0.0, nxt.reward), terminated | (jnp.asarray(nxt.done) > 0)), None
-
-        if self.action_repeat == 1:
-            env_state = self._env.step(state.env_state, action)
-            reward, terminated = env_state.reward, jnp.asarray(env_state.done) > 0
-        else:
-            start = (state.env_state, jnp.float32(0.0), jnp.bool_(False))
-            (env_state, reward, terminated), _ = jax.lax.scan(physics_step, start, None, length=self.action_repeat)
+        env_state, reward, terminated = repeat_action(lambda s: self._env.step(s, action), state.env_state,
+                                                      self.action_repeat)
         steps = state.steps + 1
         truncated = steps >= self.max_episode_steps
         return (env_state.obs.astype(jnp.float32), BraxState(env_state, steps), jnp.asarray(reward, jnp.float32),

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from purejaxppo import pytree
-from purejaxppo.envs.base import ActionSpace, param_value, unknown_param
+from purejaxppo.envs.base import ActionSpace, param_value, repeat_action, unknown_param
 from purejaxppo.envs.brax import quiet_mujoco
 from purejaxppo.errors import ConfigError
 
@@ -158,15 +158,8 @@ class PlaygroundEnv:
     def step(self, key, state, action):
         """`action_repeat` control steps of one action (the key is unused: the physics is
         deterministic); the state stops changing once the episode terminates."""
-        def control_step(carry, _):
-            s, reward, terminated = carry
-            nxt = self._env.step(s, action)
-            nxt = jax.tree.map(lambda a, b: jnp.where(terminated, a, b), s, nxt)
-            ended = terminated | (jnp.asarray(nxt.done) > 0) | _nan(nxt)
-            return (nxt, reward + jnp.where(terminated, 0.0, nxt.reward), ended), None
-
-        start = (state.env_state, jnp.float32(0.0), jnp.bool_(False))
-        (env_state, reward, terminated), _ = jax.lax.scan(control_step, start, None, length=self.action_repeat)
+        env_state, reward, terminated = repeat_action(lambda s: self._env.step(s, action), state.env_state,
+                                                      self.action_repeat, ended=_nan)
         steps = state.steps + 1
         truncated = steps >= self.max_episode_steps
         info = {"physics_nan": _nan(env_state), **{k: jnp.asarray(v, jnp.float32)
