@@ -323,3 +323,26 @@ def test_a_sweep_yaml_is_compared_with_its_checkpoint_section_and_all(tmp_path):
     with pytest.raises(ConfigError, match=r"sweep.grid is \{'clip_eps': \[0.1, 0.2\]\} in sweep.yaml but "
                                           r"\{'clip_eps': \[0.1, 0.3\]\} in the checkpoint; restore sweep.yaml"):
         run_folder.check_resume(other, other)
+
+
+def test_a_sweep_from_before_a_spec_key_existed_resumes_with_its_default(tmp_path):
+    """A checkpoint and a sweep.yaml written before rank_by existed lack it: the run had the
+    default, so asking for the default resumes and asking for another value is refused."""
+    import purejaxppo as ppo
+    from purejaxppo.config import ConfigError
+    from purejaxppo.experiments.sweep import make_spec
+
+    cfg = ppo.make_config({"num_steps": 16})
+    spec = make_spec(grid={"clip_eps": [0.1, 0.2]}, seeds=2)
+    old_spec = {k: v for k, v in spec.to_dict().items() if k != "rank_by"}
+    saved = {"command": "sweep", "config": cfg.to_dict(), "spec": old_spec, "first_seed": 0,
+             "checkpoint_every": None, "max_parallel": None, "keep": None}
+    run_folder = folder_module.RunFolder(tmp_path, "sweep")
+    run_folder.write_config(cfg, spec)
+    written = yaml.safe_load((tmp_path / "sweep.yaml").read_text())
+    del written["sweep"]["rank_by"]
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(written, sort_keys=False))
+    run_folder.check_resume(saved, {**saved, "spec": spec.to_dict()})
+    asked = {**saved, "spec": {**spec.to_dict(), "rank_by": "train"}}
+    with pytest.raises(ConfigError, match="sweep.rank_by 'eval' -> 'train'"):
+        run_folder.check_resume(saved, asked)

@@ -106,12 +106,12 @@ def test_seeds_to_separate_is_the_smallest_n_whose_two_standard_errors_the_diffe
     assert stats.seeds_to_separate(1.0, 0.0, 0.0) == 2
 
 
-def test_rank_by_is_checked_in_one_line_and_left_out_of_the_spec_at_its_default():
+def test_rank_by_is_checked_in_one_line_and_kept_in_the_spec():
     with pytest.raises(ConfigError, match="sweep.rank_by.*must be one of eval, eval_stochastic, train"):
         make_spec({"rank_by": "best"})
     with pytest.raises(ConfigError, match="eval_episodes is 0"):
         make_spec({"rank_by": "eval", "eval_episodes": 0})
-    assert "rank_by" not in make_spec({"seeds": 2}).to_dict()  # checkpoints from before rank_by resume
+    assert make_spec({"seeds": 2}).to_dict()["rank_by"] == "eval"  # before it existed: tests/test_faults.py
     spec = make_spec({"grid": {"lr": [1e-3, 1e-4]}, "seeds": 2, "rank_by": "train"})
     assert spec.to_dict()["rank_by"] == "train" and make_spec(spec.to_dict()) == spec
 

@@ -15,8 +15,7 @@ is written only once everything else is (the final checkpoint, every other resul
 folder whose results were cut short (a stop signal, a full disk) is finished by --resume,
 which writes only what is missing. A resumed run must be the run the folder was started
 with, and its config file must agree with its checkpoint. What the files hold comes from
-purejaxppo.experiments.report (text and bytes, no I/O); reading a folder back: saved.SavedRun.
-"""
+purejaxppo.experiments.report (text and bytes, no I/O); reading a folder back: saved.SavedRun."""
 
 from __future__ import annotations
 
@@ -43,13 +42,14 @@ from purejaxppo.experiments.faults import Failures, Stopped
 from purejaxppo.experiments.live import LiveLog
 from purejaxppo.experiments.paths import write_artefacts, write_new
 from purejaxppo.experiments.saved import SavedRun
+from purejaxppo.experiments.spec import SweepSpec
 
 FINISHED = "summary.md"  # a finished run's mark, written last
 
 
 def _settings(meta: Mapping[str, Any]) -> dict:
     """A run's settings as one flat mapping, to name each one that changed."""
-    return {**meta["config"], **{f"sweep.{k}": v for k, v in meta["spec"].items()},
+    return {**meta["config"], **{f"sweep.{k}": v for k, v in SweepSpec.with_defaults(meta["spec"]).items()},
             **{k: v for k, v in meta.items() if k not in ("config", "spec")}}
 
 
@@ -406,8 +406,8 @@ class RunFolder(SavedRun):
         if self.command != "train":
             section = written.pop("sweep", None)
             section = section if isinstance(section, dict) else {}
-            written.update({f"sweep.{k}": v for k, v in section.items()})
-            checkpoint.update({f"sweep.{k}": v for k, v in saved["spec"].items()})
+            written.update({f"sweep.{k}": v for k, v in SweepSpec.with_defaults(section).items()})
+            checkpoint.update({f"sweep.{k}": v for k, v in SweepSpec.with_defaults(saved["spec"]).items()})
         missing = "(absent)"
         differ = [f"{key} is {written.get(key, missing)!r} in {name} but {checkpoint.get(key, missing)!r} in the "
                   "checkpoint" for key in sorted(set(written) | set(checkpoint))

@@ -37,10 +37,14 @@ class SweepSpec:
     rank_by: str = "eval"                  # what the summary ranks on (RANK_BY)
 
     def to_dict(self) -> dict[str, Any]:
-        """As plain YAML/JSON values (it reloads with make_spec). rank_by at its default is left
-        out, as in the checkpoints of runs from before it existed, so that they resume."""
-        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in dataclasses.asdict(self).items()
-                if not (k == "rank_by" and v == "eval")}
+        """As plain YAML/JSON values (it reloads with make_spec)."""
+        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def with_defaults(cls, saved: Mapping[str, Any]) -> dict[str, Any]:
+        """A saved spec (a checkpoint's, a sweep.yaml's section) with every key it lacks at its
+        default: a key added since the run started had its default in that run."""
+        return {**cls(grid={}).to_dict(), **saved}
 
 
 def _check_key(key: str, where: str) -> None:
