@@ -24,6 +24,9 @@ def evaluate_episodes(env, agent, params, agent_state, key, num_episodes: int, d
                          at its own time limit): no partial return passes for a whole one
       "no_action_steps"  [num_episodes] its steps whose action mask allowed no action
                          (see `rollout`), up to its end (all steps run where it did not end)
+      "length"           [num_episodes] its steps (env.max_episode_steps where it did not end)
+      "time_limit"       [num_episodes] whether it ended by its time limit (a truncation, not a
+                         termination): its return is capped by the limit, not by the policy
     Runs env.max_episode_steps steps. Only the first episode counts, so each env gets one
     fresh reset for the whole rollout: memory does not grow with max_episode_steps."""
     reset_key, run_key = jax.random.split(key)
@@ -32,8 +35,10 @@ def evaluate_episodes(env, agent, params, agent_state, key, num_episodes: int, d
     fresh = agent.initial_carry(num_episodes)  # a recurrent policy starts each episode with a fresh memory
     _, _, _, traj = rollout(env, policy, state, obs, run_key, env.max_episode_steps, resets="per_rollout",
                             carry=fresh, initial_carry=fresh)
-    first_end = jnp.argmax(traj.episode_done, axis=0)
-    returns = traj.episode_return[first_end, jnp.arange(num_episodes)]
+    first_end, envs = jnp.argmax(traj.episode_done, axis=0), jnp.arange(num_episodes)
+    ended = jnp.any(traj.episode_done, axis=0)
     in_first = jnp.cumsum(traj.episode_done, axis=0) - traj.episode_done == 0  # no episode ended before
-    return {"return": jnp.where(jnp.any(traj.episode_done, axis=0), returns, jnp.nan),
-            "no_action_steps": jnp.sum(no_action(traj, agent.masked) & in_first, axis=0).astype(jnp.int32)}
+    return {"return": jnp.where(ended, traj.episode_return[first_end, envs], jnp.nan),
+            "no_action_steps": jnp.sum(no_action(traj, agent.masked) & in_first, axis=0).astype(jnp.int32),
+            "length": jnp.sum(in_first, axis=0).astype(jnp.int32),
+            "time_limit": ended & traj.truncated[first_end, envs] & ~traj.terminated[first_end, envs]}

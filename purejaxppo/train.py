@@ -163,8 +163,8 @@ class Learner:
         return self.evaluate_episodes(state, num_episodes, deterministic, key)["return"]
 
     def evaluate_episodes(self, state: LearnerState, num_episodes: int, deterministic: bool = True, key=None):
-        """`evaluate`'s episodes with what went wrong in them: {"return", "no_action_steps"},
-        each [num_episodes] (see `evaluate.evaluate_episodes`)."""
+        """`evaluate`'s episodes with what else was seen in them: {"return", "no_action_steps",
+        "length", "time_limit"}, each [num_episodes] (see `evaluate.evaluate_episodes`)."""
         if key is None:
             key = jax.random.fold_in(state.eval_key, deterministic)
         return evaluate_episodes(self.env, self.agent, state.params, state.agent_state, key, num_episodes,

@@ -144,6 +144,13 @@ def test_evaluation_of_the_final_policy(tiny):
                      jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(0), 1), True), 6, True)
     np.testing.assert_array_equal(again, det)
     np.testing.assert_array_equal(jax.jit(learner.evaluate, static_argnums=(1, 2))(out.state, 6, True), det)
+    # each episode's length, and whether its time limit ended it (CartPole: the length is the return)
+    done = jax.jit(learner.evaluate_episodes, static_argnums=(1, 2))(out.state, 6, True)
+    np.testing.assert_array_equal(done["length"], det)
+    np.testing.assert_array_equal(done["time_limit"], det == limit)
+    short = ppo.Learner(ppo.make_config({**TINY_CARTPOLE, "env_params": {"max_steps_in_episode": 5}}))
+    cut = jax.jit(short.evaluate_episodes, static_argnums=(1, 2))(out.state, 6, True)  # no pole falls in 5 steps
+    assert np.all(cut["time_limit"]) and np.all(cut["length"] == 5) and np.all(cut["return"] == 5)
 
 
 def test_rollout_resets_batched_or_in_the_loop_give_the_same_trajectory():

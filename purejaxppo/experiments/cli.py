@@ -125,13 +125,18 @@ def eval_command(args) -> int:
     print(f"{args.folder} at update {out['step']}: {len(runs)} run(s) x {args.episodes} fresh episodes, "
           f"{mode} actions, seed {args.seed}")
     for run in out["runs"]:
-        label = ", ".join(f"{k}={v}" for k, v in run.items() if k not in ("mean", "se", "returns", "step", "run"))
-        print(f"  run {run['run']} ({label}): {run['mean']:.4g} ± {run['se']:.2g}")
+        label = ", ".join(f"{k}={v}" for k, v in run.items()
+                          if k not in ("mean", "se", "returns", "step", "run", "mean_length", "at_time_limit"))
+        print(f"  run {run['run']} ({label}): {run['mean']:.4g} ± {run['se']:.2g}, mean length "
+              f"{run['mean_length']:.4g} steps")
     print(f"return: {out['mean']:.4g} ± {out['se']:.2g} (s.e.); min {out['min']:.4g}, median {out['median']:.4g}, "
           f"max {out['max']:.4g}")
     if out["unfinished"]:
         print(f"warning: {out['unfinished']} of {len(runs) * args.episodes} episodes did not end within the "
               f"environment's max_episode_steps: left out of these numbers")
+    if out["at_time_limit"]:
+        print(f"note: {out['at_time_limit']} of {len(runs) * args.episodes} episodes ended by the environment's time "
+              f"limit: their returns are capped by it, not by the policy")
     print(report.histogram(out))
     return 0
 

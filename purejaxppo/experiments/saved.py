@@ -89,23 +89,25 @@ class SavedRun:
                  step: int | None = None) -> list[dict]:
         """Every run of the folder on `episodes` fresh episodes (the training rollout code),
         keys from `seed` (the same episodes for every run): one dict per run: run, seed
-        (None for a checkpoint written without a run's settings), step, returns [episodes].
+        (None for a checkpoint written without a run's settings), step, returns, lengths and
+        time_limit (ended by the environment's time limit) [episodes] each.
         Episodes that would not fit in memory raise ResourceError before they run."""
         _check_index("step", step)
         meta, sets = self._restore(step)
         out = []
         for name, (bundle, state) in sets.items():
             learner = Learner(bundle)
-            evaluate = jax.jit(jax.vmap(lambda s: learner.evaluate(s, episodes, deterministic,
-                                                                   jax.random.PRNGKey(seed))),
+            evaluate = jax.jit(jax.vmap(lambda s: learner.evaluate_episodes(s, episodes, deterministic,
+                                                                            jax.random.PRNGKey(seed))),
                                compiler_options=compiler_options())
             with compile_cache.quiet_cache_loads():
                 program = evaluate.lower(state).compile()
             _check_fits(program, episodes)
-            returns = wait_ready(program(state))  # polled: a stop signal lands at once
+            done = wait_ready(program(state))  # polled: a stop signal lands at once
             for j, k in enumerate(meta["sets"][name]["runs"]):
                 seed_of_run = meta["first_seed"] + k % meta["spec"]["seeds"] if "spec" in meta else None
-                out.append({"run": k, "seed": seed_of_run, "step": meta["step"], "returns": returns[j]})
+                out.append({"run": k, "seed": seed_of_run, "step": meta["step"], "returns": done["return"][j],
+                            "lengths": done["length"][j], "time_limit": done["time_limit"][j]})
         return sorted(out, key=lambda r: r["run"])
 
 

@@ -164,7 +164,9 @@ def run_artefacts(config, metrics: Mapping[str, np.ndarray], summary: Mapping[st
 def evaluation_summary(runs: list[dict], *, folder: str, episodes: int, deterministic: bool, seed: int) -> dict:
     """`eval`'s result (its --json object) from `RunFolder.evaluate`'s runs: the returns of every
     run's episodes pooled (mean ± s.e., min, median, max), those that did not end within
-    max_episode_steps (NaN) counted and left out, and each run's own. UsageError where none ended."""
+    max_episode_steps (NaN) counted and left out, those that ended by the environment's time
+    limit counted (`at_time_limit`: their returns are the limit's, not the policy's), and each
+    run's own (with its mean episode length). UsageError where none ended."""
     everything = np.concatenate([run["returns"] for run in runs])
     pooled = everything[~np.isnan(everything)]  # NaN: an episode that did not end within max_episode_steps
     if not pooled.size:
@@ -174,8 +176,11 @@ def evaluation_summary(runs: list[dict], *, folder: str, episodes: int, determin
     return {"folder": folder, "step": runs[0]["step"], "episodes_per_run": episodes, "deterministic": deterministic,
             "seed": seed, "mean": mean, "se": se, "min": float(np.min(pooled)), "median": float(np.median(pooled)),
             "max": float(np.max(pooled)), "unfinished": int(everything.size - pooled.size),
-            "runs": [{**{k: v for k, v in run.items() if k != "returns"}, "mean": stats.mean_se(run["returns"])[0],
-                      "se": stats.mean_se(run["returns"])[1], "returns": [float(r) for r in run["returns"]]}
+            "at_time_limit": int(sum(np.sum(run["time_limit"]) for run in runs)),
+            "runs": [{**{k: v for k, v in run.items() if k not in ("returns", "lengths", "time_limit")},
+                      "mean": stats.mean_se(run["returns"])[0], "se": stats.mean_se(run["returns"])[1],
+                      "mean_length": float(np.mean(run["lengths"])), "at_time_limit": int(np.sum(run["time_limit"])),
+                      "returns": [float(r) for r in run["returns"]]}
                      for run in runs]}
 
 
