@@ -1,7 +1,8 @@
 """The three options that reproduce gymnax-blines' PPO on MountainCar-v0
 (benchmarks/results/2026-12-04-mountaincar-cpu.md): `init: lecun`, a learning-rate warm-up
-(`lr_warmup_updates`, `lr_warmup_start`) and `bootstrap_truncation: false` (the learner-level
-check of the last is in tests/test_mountaincar_study.py, against the study's environment)."""
+(`lr_warmup_updates`, `lr_warmup_start`) and `bootstrap_truncation: false` (checked at the
+learner's level against gymnax's environment with its time limit made a termination,
+`user_envs:time_limit_ends`)."""
 
 import jax
 import jax.numpy as jnp
@@ -83,3 +84,42 @@ def test_gae_without_bootstrapping_a_truncation_is_gae_with_it_as_a_termination(
     np.testing.assert_array_equal(cut[0], ends[0])
     at = np.asarray(truncated & ~terminated)  # only there do the two differ: by gamma * V(final observation)
     np.testing.assert_allclose(np.asarray(kept[0] - cut[0])[at], 0.99 * np.asarray(next_values)[at], rtol=1e-5)
+
+
+def _coast(env, steps):
+    """(terminated, truncated) of each of `steps` steps of the do-nothing action from a reset."""
+    _, state = env.reset(jax.random.PRNGKey(0))
+
+    def step(state, key):
+        _, state, _, terminated, truncated, _ = env.step(key, state, jnp.int32(1))
+        return state, (terminated, truncated)
+
+    return jax.lax.scan(step, state, jax.random.split(jax.random.PRNGKey(1), steps))[1]
+
+
+def test_the_reference_environment_ends_at_its_time_limit_where_the_librarys_truncates():
+    from purejaxppo.envs import make_raw_env
+
+    terminated, truncated = map(np.asarray, _coast(make_raw_env("user_envs:time_limit_ends"), 200))
+    assert not terminated[:199].any() and terminated[199] and truncated[199]  # coasting never reaches the flag
+    terminated, truncated = map(np.asarray, _coast(make_raw_env("MountainCar-v0"), 200))
+    assert not terminated.any() and truncated[199] and not truncated[:199].any()  # the library's: a truncation
+
+
+@pytest.mark.slow  # three training programs: run by .ci/run after the default suite
+def test_bootstrap_truncation_false_trains_as_an_environment_whose_time_limit_terminates():
+    """The same numbers as gymnax's MountainCar with its time limit made a termination, and
+    different ones with the limit bootstrapped (4 envs x 64 steps x 4 updates: each env reaches
+    the 200-step limit)."""
+    tiny = dict(num_envs=4, num_steps=64, num_minibatches=2, update_epochs=2, total_timesteps=4 * 64 * 4)
+
+    def run(**values):
+        out = ppo.make_train(ppo.make_config(dict(tiny, **values)))(jax.random.PRNGKey(0))
+        return np.asarray(out.metrics["value_loss"]), out.state.params
+
+    ends_loss, ends_params = run(env="user_envs:time_limit_ends")
+    cut_loss, cut_params = run(env="MountainCar-v0", bootstrap_truncation=False)
+    kept_loss, _ = run(env="MountainCar-v0")
+    np.testing.assert_allclose(cut_loss, ends_loss, rtol=1e-5)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), cut_params, ends_params)
+    assert not np.allclose(kept_loss[-1], cut_loss[-1], rtol=1e-3)

@@ -195,3 +195,18 @@ class EmptyLeavesCorridor(Corridor):
 
 def empty_leaves_corridor(**params):
     return EmptyLeavesCorridor(**params)
+
+
+def time_limit_ends(name: str = "MountainCar-v0"):
+    """gymnax's `name` with its time limit as a termination (no bootstrap from the last state),
+    as gymnax before 1.0 reported it: what `bootstrap_truncation: false` must train as."""
+    import gymnax
+
+    env, _ = gymnax.make(name)
+    natural = env.is_terminated
+
+    def is_terminated(state, params):
+        return jnp.logical_or(natural(state, params), state.time >= params.max_steps_in_episode)
+
+    env.is_terminated = is_terminated  # gymnax's step_env asks is_terminal, which asks is_terminated
+    return env

@@ -113,7 +113,8 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
         random["trials"] = trials
     # seeds alone are a valid (one-point) sweep; an explicitly empty grid is not
     if not full_grid and (("grid" in section and not section["grid"]) or (grid is not None and not grid)):
-        raise ConfigError("grid", {}, "is empty: give at least one key with a list of values")
+        raise ConfigError("grid", {}, "is empty: give at least one key with a list of values, or leave grid: out "
+                          "(a sweep of seeds alone, or of random: points alone)")
     threshold = section.get("threshold")
     if threshold is not None and not math.isfinite(threshold):
         raise ConfigError("sweep.threshold", threshold, "must be finite")
