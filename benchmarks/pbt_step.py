@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=1)
     args = parser.parse_args()
     base, spec = load_sweep(args.config)
-    section = {k: v for k, v in spec.to_dict().items() if k != "grid"} | {"seeds": args.seeds}
+    section = {k: v for k, v in spec.to_dict().items() if k not in ("grid", "rank_by")} | {"seeds": args.seeds}
     section["pbt"] = {**section["pbt"], "population": args.population}
     interval = section["pbt"]["interval"]
     base = dataclasses.replace(base, total_timesteps=args.intervals * interval * base.batch_size)  # plan checks it

@@ -10,7 +10,7 @@ import pytest
 
 from purejaxppo.config import ConfigError
 from purejaxppo.experiments import report, stats
-from purejaxppo.experiments.spec import make_spec
+from purejaxppo.experiments.spec import SweepSpec, make_spec
 
 UPDATES, EPOCHS = 4, 2
 
@@ -114,6 +114,11 @@ def test_rank_by_is_checked_in_one_line_and_kept_in_the_spec():
     assert make_spec({"seeds": 2}).to_dict()["rank_by"] == "eval"  # before it existed: tests/test_faults.py
     spec = make_spec({"grid": {"lr": [1e-3, 1e-4]}, "seeds": 2, "rank_by": "train"})
     assert spec.to_dict()["rank_by"] == "train" and make_spec(spec.to_dict()) == spec
+    unevaluated = make_spec({"grid": {"lr": [1e-3]}, "eval_episodes": 0})  # nothing to rank on but training
+    assert unevaluated.rank_by == "train" and make_spec(unevaluated.to_dict()) == unevaluated
+    saved = {k: v for k, v in unevaluated.to_dict().items() if k != "rank_by"}  # from before rank_by
+    assert SweepSpec.with_defaults(saved)["rank_by"] == "train"
+    assert SweepSpec.with_defaults({"seeds": 2})["rank_by"] == "eval"
 
 
 # ------------------------------------------------------------------ heatmaps

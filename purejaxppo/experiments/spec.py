@@ -43,8 +43,14 @@ class SweepSpec:
     @classmethod
     def with_defaults(cls, saved: Mapping[str, Any]) -> dict[str, Any]:
         """A saved spec (a checkpoint's, a sweep.yaml's section) with every key it lacks at its
-        default: a key added since the run started had its default in that run."""
-        return {**cls(grid={}).to_dict(), **saved}
+        default, as make_spec gives it: a key added since the run started had its default there."""
+        defaults = cls(grid={}, rank_by=default_rank_by(saved.get("eval_episodes", cls.eval_episodes))).to_dict()
+        return {**defaults, **saved}
+
+
+def default_rank_by(eval_episodes: int) -> str:
+    """What a sweep ranks on unless told: the evaluation, where there is one."""
+    return "eval" if eval_episodes else "train"
 
 
 def _check_key(key: str, where: str) -> None:
@@ -132,11 +138,11 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
                                   "the environment allows)")
         elif not is_number(value) or not math.isfinite(value) or value < 0:
             raise ConfigError(f"diagnosis.{key}", value, "must be a non-negative number")
-    rank_by = section.get("rank_by", "eval")
+    rank_by = section.get("rank_by", default_rank_by(eval_episodes))
     if rank_by not in RANK_BY:
         raise ConfigError("sweep.rank_by", rank_by, f"must be one of {', '.join(RANK_BY)} (eval: the final policy's "
                           "greedy return on fresh episodes; train: the return of the last update)")
-    if rank_by != "train" and "rank_by" in section and eval_episodes == 0:
+    if rank_by != "train" and eval_episodes == 0:
         raise ConfigError("sweep.rank_by", rank_by, "ranks on the final policy's evaluation, but eval_episodes is 0: "
                           "give eval_episodes of at least 1, or rank_by: train")
     pbt = None
