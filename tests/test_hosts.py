@@ -513,7 +513,11 @@ def test_when_process_0_is_killed_the_others_exit_within_the_heartbeat_timeout_w
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_a_2_process_resume_after_sigterm_is_bit_identical_and_1_process_resumes_it_within_rounding(tmp_path):
+def test_a_2_process_resume_after_sigterm_is_bit_identical_and_1_process_resumes_it(tmp_path):
+    """One process resumes a 2-process run: with 2 devices it runs the same per-device program,
+    so bit for bit; with 1 device another program, whose rounding can flip a sampled action
+    some hundred updates on and part the runs (measured: run 1 at update 220 of 400), so only
+    its first chunk is compared: each run near its own state, far from every other run's."""
     import shutil
     import signal as signals
 
@@ -528,22 +532,31 @@ def test_a_2_process_resume_after_sigterm_is_bit_identical_and_1_process_resumes
     assert [c for c, _ in results] == [143, 143], results
     stopped_at = _complete_checkpoints(cut)[-1]
     assert stopped_at < 400
-    alone = tmp_path / "alone"
-    shutil.copytree(cut, alone)
+    two_devices, one_device = tmp_path / "two_devices", tmp_path / "one_device"
+    shutil.copytree(cut, two_devices), shutil.copytree(cut, one_device)
 
     resume = ["train", "--resume", str(cut)]
     results = start([resume] * 2, explicit(2, _free_port(24200)), timeout=400)
     assert [c for c, _ in results] == [0, 0], results
     assert f"resuming {cut}" in results[0][1].replace("\n", "")
-    assert (cut / "metrics.csv").read_text() == (whole / "metrics.csv").read_text()  # bit for bit
-    for run in range(4):
-        chex.assert_trees_all_equal(ppo.load(cut, run=run)[1], ppo.load(whole, run=run)[1])
+    for folder, devices in ((cut, None), (two_devices, 2)):
+        if devices:
+            [(code, output)] = start([["train", "--resume", str(folder)]],
+                                     [_env(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")], timeout=400)
+            assert code == 0, output
+        assert (folder / "metrics.csv").read_text() == (whole / "metrics.csv").read_text()  # bit for bit
+        for run in range(4):
+            chex.assert_trees_all_equal(ppo.load(folder, run=run)[1], ppo.load(whole, run=run)[1])
 
-    [(code, output)] = start([["train", "--resume", str(alone)]], [_env()], timeout=400)  # one process
+    [(code, output)] = start([["train", "--resume", str(one_device)]], [_env()], timeout=400)
     assert code == 0, output
+    assert _complete_checkpoints(one_device)[-1] == 400
+    step = stopped_at + 20  # the first chunk after the resume: rounding measured <= 3e-7, a flipped action 5e-5
+    theirs = [jax_leaves(ppo.load(whole, step=step, run=run)[1].params) for run in range(4)]
     for run in range(4):
-        for a, b in zip(*(jax_leaves(ppo.load(folder, run=run)[1].params) for folder in (alone, whole))):
-            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+        ours = jax_leaves(ppo.load(one_device, step=step, run=run)[1].params)
+        distances = [max(float(np.max(np.abs(a - b))) for a, b in zip(ours, other)) for other in theirs]
+        assert distances[run] < 1e-3 and min(d for i, d in enumerate(distances) if i != run) > 1e-2, (run, distances)
 
 
 def jax_leaves(tree):
