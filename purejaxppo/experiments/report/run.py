@@ -177,11 +177,15 @@ def evaluation_summary(runs: list[dict], *, folder: str, episodes: int, determin
             "seed": seed, "mean": mean, "se": se, "min": float(np.min(pooled)), "median": float(np.median(pooled)),
             "max": float(np.max(pooled)), "unfinished": int(everything.size - pooled.size),
             "at_time_limit": int(sum(np.sum(run["time_limit"]) for run in runs)),
-            "runs": [{**{k: v for k, v in run.items() if k not in ("returns", "lengths", "time_limit")},
-                      "mean": stats.mean_se(run["returns"])[0], "se": stats.mean_se(run["returns"])[1],
-                      "mean_length": float(np.mean(run["lengths"])), "at_time_limit": int(np.sum(run["time_limit"])),
-                      "returns": [float(r) for r in run["returns"]]}
-                     for run in runs]}
+            "runs": [_run_summary(run) for run in runs]}
+
+
+def _run_summary(run: dict) -> dict:
+    """One run's row of `evaluation_summary`."""
+    mean, se = stats.mean_se(run["returns"])
+    return {**{k: v for k, v in run.items() if k not in ("returns", "lengths", "time_limit")},
+            "mean": mean, "se": se, "mean_length": float(np.mean(run["lengths"])),
+            "at_time_limit": int(np.sum(run["time_limit"])), "returns": [float(r) for r in run["returns"]]}
 
 
 def histogram(evaluation: dict, bins: int = 10, width: int = 40) -> str:
