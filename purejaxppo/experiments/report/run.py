@@ -173,11 +173,11 @@ def evaluation_summary(runs: list[dict], *, folder: str, episodes: int, determin
         raise UsageError(f"{folder}: none of the {everything.size} episodes ended within the environment's "
                          f"max_episode_steps: its episodes never end, so there is no return to report")
     mean, se = stats.mean_se(pooled)
+    rows = [_run_summary(run) for run in runs]
     return {"folder": folder, "step": runs[0]["step"], "episodes_per_run": episodes, "deterministic": deterministic,
             "seed": seed, "mean": mean, "se": se, "min": float(np.min(pooled)), "median": float(np.median(pooled)),
             "max": float(np.max(pooled)), "unfinished": int(everything.size - pooled.size),
-            "at_time_limit": int(sum(np.sum(run["time_limit"]) for run in runs)),
-            "runs": [_run_summary(run) for run in runs]}
+            "at_time_limit": sum(row["at_time_limit"] for row in rows), "runs": rows}
 
 
 def _run_summary(run: dict) -> dict:
