@@ -2,6 +2,7 @@
 disk, a read-only folder), two writers for one folder, a config file that disagrees with
 its checkpoint. Each is one line, keeps what was computed, and the folder resumes after."""
 
+import dataclasses
 import errno
 import json
 import os
@@ -18,6 +19,7 @@ import yaml
 from conftest import CARTPOLE_RUN
 from purejaxppo.experiments import checkpoint, cli, folder as folder_module, live, report, request
 from purejaxppo.experiments.cli import main
+from purejaxppo.experiments.experiment import Experiment
 from purejaxppo.experiments.faults import STOP_SIGNALS, Stopped, deferred, stop_signals
 
 # 2 seeds x 4 updates, a checkpoint after each
@@ -314,12 +316,11 @@ def test_a_sweep_yaml_is_compared_with_its_checkpoint_section_and_all(tmp_path):
 
     cfg = ppo.make_config({"num_steps": 16})
     spec = make_spec(grid={"clip_eps": [0.1, 0.2]}, seeds=2)
-    saved = {"command": "sweep", "config": cfg.to_dict(), "spec": spec.to_dict(), "first_seed": 0,
-             "checkpoint_every": None, "max_parallel": None, "keep": None}
+    saved = Experiment("sweep", cfg, spec)
     run_folder = folder_module.RunFolder(tmp_path, "sweep")
-    run_folder.write_config(cfg, spec)
+    run_folder.write_config(saved)
     run_folder.check_resume(saved, saved)  # as written: agrees
-    other = {**saved, "spec": make_spec(grid={"clip_eps": [0.1, 0.3]}, seeds=2).to_dict()}
+    other = dataclasses.replace(saved, spec=make_spec(grid={"clip_eps": [0.1, 0.3]}, seeds=2))
     with pytest.raises(ConfigError, match=r"sweep.grid is \{'clip_eps': \[0.1, 0.2\]\} in sweep.yaml but "
                                           r"\{'clip_eps': \[0.1, 0.3\]\} in the checkpoint; restore sweep.yaml"):
         run_folder.check_resume(other, other)
@@ -335,14 +336,16 @@ def test_a_sweep_from_before_a_spec_key_existed_resumes_with_its_default(tmp_pat
     cfg = ppo.make_config({"num_steps": 16})
     spec = make_spec(grid={"clip_eps": [0.1, 0.2]}, seeds=2)
     old_spec = {k: v for k, v in spec.to_dict().items() if k != "rank_by"}
-    saved = {"command": "sweep", "config": cfg.to_dict(), "spec": old_spec, "first_seed": 0,
-             "checkpoint_every": None, "max_parallel": None, "keep": None}
+    stored = {"command": "sweep", "config": cfg.to_dict(), "spec": old_spec, "first_seed": 0,
+              "checkpoint_every": None, "max_parallel": None, "keep": None}  # as 0.4.0 stored it
+    saved = Experiment.from_meta(stored)
+    assert saved.spec.rank_by == "eval"  # the default, which the run had
     run_folder = folder_module.RunFolder(tmp_path, "sweep")
-    run_folder.write_config(cfg, spec)
+    run_folder.write_config(Experiment("sweep", cfg, spec))
     written = yaml.safe_load((tmp_path / "sweep.yaml").read_text())
     del written["sweep"]["rank_by"]
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(written, sort_keys=False))
-    run_folder.check_resume(saved, {**saved, "spec": spec.to_dict()})
-    asked = {**saved, "spec": {**spec.to_dict(), "rank_by": "train"}}
+    run_folder.check_resume(saved, Experiment("sweep", cfg, spec))
+    asked = Experiment("sweep", cfg, dataclasses.replace(spec, rank_by="train"))
     with pytest.raises(ConfigError, match="sweep.rank_by 'eval' -> 'train'"):
         run_folder.check_resume(saved, asked)

@@ -61,7 +61,6 @@ def _set(meta, path: str, value):
 DELETE = object()
 METADATA = [  # (key path, the damaged value, in the line)
     ("sets", DELETE, "it has no sets"),
-    ("keep", DELETE, "it has no keep"),
     ("updates_done", DELETE, "it has no updates_done"),
     ("spec.seeds", 0, "spec="),
     ("spec", "seeds: 2", "spec='seeds: 2' must be a mapping"),
@@ -96,8 +95,32 @@ def test_damaged_metadata_is_one_line_naming_the_key(run, capsys, key, value, ne
 
 
 def test_a_damaged_run_setting_is_one_line_on_resume_too(run, capsys):
-    damage(run, lambda meta: meta.pop("max_parallel"))
-    assert "it has no max_parallel" in one_line(capsys, cli.main(["train", "--resume", str(run)]))
+    damage(run, lambda meta: meta.update(max_parallel=0))
+    line = one_line(capsys, cli.main(["train", "--resume", str(run)]))
+    assert "damaged metadata: max_parallel=0 must be null or an integer of at least 1" in line
+
+
+def test_a_setting_an_old_folder_lacks_is_read_at_its_default(run, capsys, monkeypatch):
+    """A folder written before a setting existed lacks it: its run had the default. Reading it
+    (load, eval) and resuming it (where nothing is restated) take the default, never "damaged
+    metadata". `Experiment.from_meta` alone fills them in."""
+    from purejaxppo.experiments import experiment
+
+    def older(meta):
+        for key in experiment.OPTIONS:
+            del meta[key]
+        del meta["spec"]["eval_episodes"], meta["config"]["gru_size"]
+
+    damage(run, older)
+    read = experiment.Experiment.from_meta(json.loads((run / "checkpoints" / "4" / "meta" / "metadata").read_text()))
+    assert (read.first_seed, read.checkpoint_every, read.max_parallel, read.keep) == (0, None, None, None)
+    assert read.spec.eval_episodes == 64 and read.spec.seeds == 2
+    assert [r["seed"] for r in RunFolder(run).evaluate(episodes=2)] == [0, 1]
+    ppo.load(run, run=1)
+    monkeypatch.setattr(cli, "run_plan", lambda *a, **k: pytest.fail("compiled"))
+    (run / "summary.md").unlink(missing_ok=True)
+    with pytest.raises(pytest.fail.Exception, match="compiled"):  # the resume is accepted: it goes on to run
+        cli.main(["train", "--resume", str(run)])
 
 
 def test_another_format_is_named_by_the_version_that_wrote_it(run, capsys):
@@ -232,9 +255,9 @@ def test_numbers_yaml_reads_as_strings_are_numbers_in_random_ranges():
 
 
 def test_a_checkpoint_saved_from_python_is_not_resumed_by_the_command_line(run, capsys):
-    from purejaxppo.experiments.checkpoint import RUN_SETTINGS
+    from purejaxppo.experiments.experiment import FIELDS_0_4
 
-    damage(run, lambda meta: {k: v for k, v in meta.items() if k not in RUN_SETTINGS})  # as sweep() saves it
+    damage(run, lambda meta: {k: v for k, v in meta.items() if k not in FIELDS_0_4})  # as sweep() saves it
     assert "from Python" in one_line(capsys, cli.main(["train", "--resume", str(run)]))
 
 

@@ -104,12 +104,14 @@ def test_a_claimed_folder_is_new_and_its_config_file_is_written_once(tmp_path, m
     assert (first.path, second.path) == (Path("runs/sweep-CartPole-v1-20260102-030405"),
                                          Path("runs/sweep-CartPole-v1-20260102-030405-2"))
     cfg, spec = ppo.make_config({"num_steps": 16}), make_spec(grid={"clip_eps": [0.1, 0.2]}, seeds=2)
-    first.write_config(cfg, spec)
+    from purejaxppo.experiments.experiment import Experiment
+
+    first.write_config(Experiment("sweep", cfg, spec))
     saved = yaml.safe_load((first.path / "sweep.yaml").read_text())
     assert saved["num_steps"] == 16 and saved["sweep"]["grid"] == {"clip_eps": [0.1, 0.2]}
     with pytest.raises(ConfigError, match="cannot write sweep.yaml"):
-        first.write_config(cfg, spec)  # never replaced
+        first.write_config(Experiment("sweep", cfg, spec))  # never replaced
     assert yaml.safe_load((first.path / "sweep.yaml").read_text()) == saved
     train = folder.RunFolder.claim(str(tmp_path / "mine"), "train", "CartPole-v1")
-    train.write_config(cfg)
+    train.write_config(Experiment("train", cfg, make_spec()))
     assert train.config_file.name == "config.yaml" and "sweep" not in yaml.safe_load(train.config_file.read_text())

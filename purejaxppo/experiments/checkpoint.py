@@ -34,9 +34,6 @@ from purejaxppo.experiments.hosts import process_count, process_index
 
 FORMAT = "purejaxppo-checkpoint/1"
 VERSIONED = ("purejaxppo", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "gymnax")
-# what a command-line run's meta records of the run it was asked to be (to resume it; the
-# resume comparison reads these); a checkpoint written through the Python API has none of them
-RUN_SETTINGS = ("command", "config", "spec", "first_seed", "checkpoint_every", "max_parallel", "keep")
 
 
 class CheckpointError(UsageError):
@@ -66,11 +63,8 @@ def _run_set(info) -> bool:
             and all(isinstance(c, dict) for c in info["run_configs"]))
 
 
-def _setting(value) -> bool:  # checkpoint_every, max_parallel, keep: None or a count
-    return value is None or _int(value, 1)
-
-
-# key: (its rule, what it must be); the run settings are checked when the meta has them
+# key: (its rule, what it must be); what the run was asked to be (experiment.Experiment: its own entry, or
+# 0.4.0's keys at the top level) is read and checked by `Experiment.from_meta`
 _SCHEMA = {
     "step": (_int, "a non-negative integer"),
     "versions": (lambda v: isinstance(v, dict), "a mapping of package to version"),
@@ -78,16 +72,6 @@ _SCHEMA = {
                      "a mapping of run set to the updates it has done"),
     "sets": (lambda v: isinstance(v, dict) and bool(v) and all(_run_set(i) for i in v.values()),
              "a mapping of run set to {config, runs, run_configs} (as many run configs as runs)"),
-}
-_RUN_SCHEMA = {
-    "command": (lambda v: v in ("train", "sweep"), "train or sweep"),
-    "config": (lambda v: isinstance(v, dict), "a mapping (the config)"),
-    "spec": (lambda v: isinstance(v, dict) and _int(v.get("seeds"), 1) and _int(v.get("eval_episodes", 0)),
-             "a mapping with seeds (an integer of at least 1)"),
-    "first_seed": (lambda v: _int(v, 0, 2**32 - 1), "an integer in [0, 2**32 - 1]"),
-    "checkpoint_every": (_setting, "null or an integer of at least 1"),
-    "max_parallel": (_setting, "null or an integer of at least 1"),
-    "keep": (_setting, "null or an integer of at least 1"),
 }
 
 
@@ -106,11 +90,7 @@ def check_meta(meta, step: int, where: Path) -> dict:
         raise CheckpointError(f"{where}: a checkpoint in format {meta.get('format')!r} written by purejaxppo "
                               f"{written}; this purejaxppo ({versions()['purejaxppo']}) reads {FORMAT}: read it with "
                               f"the purejaxppo that wrote it")
-    present = [key for key in RUN_SETTINGS if key in meta]
-    if present and len(present) < len(RUN_SETTINGS):  # the command line writes all of them
-        missing = ", ".join(key for key in RUN_SETTINGS if key not in meta)
-        raise CheckpointError(f"{where}: damaged metadata: it has no {missing}")
-    for key, (rule, what) in {**_SCHEMA, **(_RUN_SCHEMA if present else {})}.items():
+    for key, (rule, what) in _SCHEMA.items():
         if key not in meta:
             raise CheckpointError(f"{where}: damaged metadata: it has no {key}")
         if not rule(meta[key]):

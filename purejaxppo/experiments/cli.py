@@ -52,15 +52,15 @@ def configs_command() -> int:
 def run_command(args) -> int:
     """train and sweep: the plan (everything checked, nothing created), then the run in its
     folder (`RunFolder.running`), its results written and printed as its strategy says."""
-    meta, planned, resumed, reference = request.plan_command(args)
+    experiment, planned, resumed, reference = request.plan_command(args)
     if args.wandb:
         check_wandb()
     strategy = strategy_of(planned.spec, args.command)
     console = Console()
-    with RunFolder.running(args.command, out=args.out, resume=resumed, planned=planned, meta=meta) as folder:
+    with RunFolder.running(experiment, out=args.out, resume=resumed) as folder:
         with ProgressBar(console, planned, strategy.describe(planned), resuming=resumed and folder) as bar:
-            live = folder.live_log(bar.record, args.tensorboard, args.wandb, meta)
-            result = _execute(planned, meta, folder, bar, live, resume=resumed is not None)
+            live = folder.live_log(bar.record, args.tensorboard, args.wandb, experiment)
+            result = _execute(planned, experiment, folder, bar, live, resume=resumed is not None)
         if not folder.writer:
             console.print(f"process {hosts.process_index()}: done; process 0 writes the results")
             return 0
@@ -78,16 +78,17 @@ def run_command(args) -> int:
     return 1 if folder.failures else 0
 
 
-def _execute(planned, meta, folder, bar, live, resume: bool):
+def _execute(planned, experiment, folder, bar, live, resume: bool):
     """Run the plan, its progress shown (`bar`) and logged (`live`) -> the SweepResult."""
     def on_group(g, n_groups, group, group_runs):
         live.group(g, group_runs, group.config.batch_size)
         bar.group(g, n_groups, group)
 
     try:
-        return run_plan(planned, first_seed=meta["first_seed"], max_parallel=meta["max_parallel"], on_group=on_group,
-                        checkpoints=folder.run_checkpoints, checkpoint_every=meta["checkpoint_every"], resume=resume,
-                        meta=meta, progress=live)
+        return run_plan(planned, first_seed=experiment.first_seed, max_parallel=experiment.max_parallel,
+                        on_group=on_group, checkpoints=folder.run_checkpoints,
+                        checkpoint_every=experiment.checkpoint_every, resume=resume, meta=experiment.meta_entry(),
+                        progress=live)
     finally:
         live.close()
 

@@ -32,25 +32,18 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import numpy as np
-import yaml
 
 from purejaxppo.config import ConfigError, PPOConfig
 from purejaxppo.errors import UsageError
 from purejaxppo.experiments import hosts, report
-from purejaxppo.experiments.checkpoint import RUN_SETTINGS, CheckpointError, Checkpoints
+from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
+from purejaxppo.experiments.experiment import Experiment
 from purejaxppo.experiments.faults import Failures, Stopped
 from purejaxppo.experiments.live import LiveLog
 from purejaxppo.experiments.paths import write_artefacts, write_new
 from purejaxppo.experiments.saved import SavedRun
-from purejaxppo.experiments.spec import SweepSpec
 
 FINISHED = "summary.md"  # a finished run's mark, written last
-
-
-def _settings(meta: Mapping[str, Any]) -> dict:
-    """A run's settings as one flat mapping, to name each one that changed."""
-    return {**meta["config"], **{f"sweep.{k}": v for k, v in SweepSpec.with_defaults(meta["spec"]).items()},
-            **{k: v for k, v in meta.items() if k not in ("config", "spec")}}
 
 
 def _alive(pid: int) -> bool:
@@ -136,29 +129,29 @@ class RunFolder(SavedRun):
 
     @classmethod
     @contextlib.contextmanager
-    def running(cls, command: str, *, out: str | None, resume: RunFolder | None, planned, meta: dict
-                ) -> Iterator[RunFolder]:
+    def running(cls, experiment: Experiment, *, out: str | None, resume: RunFolder | None) -> Iterator[RunFolder]:
         """The run's folder for the run's whole life: claimed (`out`, or runs/...) or locked (to
         continue `resume`), by process 0 of several (`hosts.share_folder`); its config file written,
         its checkpoints opened (`run_checkpoints`), then handed to the run (`writer`: whether this
         process writes its files). However the run ends: a stop's or a lost process's line names
         the newest complete checkpoint and the command to resume; a new folder with no complete
         checkpoint after a stop or a refusal is removed (`discard`); the lock is released."""
+        command, env = experiment.command, experiment.config.env
         several = hosts.process_count() > 1
         if several:  # (the folder on a filesystem every host shares)
-            folder = cls._shared(command, out, resume, planned.base.env)
-            folder.run_checkpoints = folder.checkpoints(keep=meta["keep"], create=False, shared=True)
+            folder = cls._shared(command, out, resume, env)
+            folder.run_checkpoints = folder.checkpoints(keep=experiment.keep, create=False, shared=True)
         elif resume is not None:
             folder = resume
             folder.lock("--resume")
         else:
-            folder = cls.claim(out, command, planned.base.env)
+            folder = cls.claim(out, command, env)
         discardable = resume is None and not several  # a new folder, ended before a checkpoint: removed
         try:
             if folder.writer and not folder.config_file.exists():  # a new folder's, or a resumed one's deleted
-                folder.write_config(planned.base, planned.spec)
+                folder.write_config(experiment)
             if folder.run_checkpoints is None:
-                folder.run_checkpoints = folder.checkpoints(keep=meta["keep"])
+                folder.run_checkpoints = folder.checkpoints(keep=experiment.keep)
             yield folder
         except Stopped as stop:
             stop.outcome = folder.stopped_line(removed=discardable and folder.discard())
@@ -203,11 +196,11 @@ class RunFolder(SavedRun):
                           f"{folder.resume_command(path)}")
         return folder
 
-    def live_log(self, on_record, tensorboard: bool, wandb: str | None, meta: dict) -> LiveLog:
+    def live_log(self, on_record, tensorboard: bool, wandb: str | None, experiment: Experiment) -> LiveLog:
         """The run's logs: progress.jsonl, TensorBoard (`tensorboard`), W&B (`wandb`: the project),
         written by the writer; `on_record(record)` on every process (a progress bar)."""
         return LiveLog(self.path if self.writer else None, on_record=on_record, tensorboard=tensorboard,
-                       wandb_project=wandb if self.writer else None, wandb_config=meta,
+                       wandb_project=wandb if self.writer else None, wandb_config=experiment.to_dict(),
                        failures=self.failures if self.writer else None)
 
     def resume_command(self, path=None) -> str:
@@ -328,14 +321,10 @@ class RunFolder(SavedRun):
     def config_file(self) -> Path:
         return self.path / ("config.yaml" if self.command == "train" else "sweep.yaml")
 
-    def write_config(self, config: PPOConfig, spec=None) -> None:
-        """config.yaml (a run's resolved config) or sweep.yaml (a sweep's base config and `spec`;
-        it reloads with sweep.load_sweep)."""
-        values = config.to_dict()
-        if self.command != "train":
-            values["sweep"] = spec.to_dict()
+    def write_config(self, experiment: Experiment) -> None:
+        """config.yaml or sweep.yaml: `Experiment.file_text`."""
         try:
-            write_new(self.config_file, yaml.safe_dump(values, sort_keys=False))
+            write_new(self.config_file, experiment.file_text())
         except OSError as error:
             raise ConfigError("--out", str(self.path), f"cannot write {self.config_file.name}: "
                               f"{error.strerror}") from None
@@ -353,32 +342,28 @@ class RunFolder(SavedRun):
 
     # ---------------------------------------------------------------- resuming
     @classmethod
-    def to_resume(cls, path: str, command: str) -> tuple[RunFolder, dict]:
-        """-> (the folder, the settings its run was started with): a folder of a `command` run."""
+    def to_resume(cls, path: str, command: str) -> tuple[RunFolder, Experiment]:
+        """-> (the folder, the experiment its run was started with): a folder of a `command` run."""
         folder = cls(path, command)
         if not folder.path.is_dir():
             raise ConfigError("--resume", path, "is not a folder")
-        saved = folder.checkpoints(create=False).meta()
-        if "command" not in saved:  # check_meta: a checkpoint has every run setting or none
+        _, saved = folder.read_meta()
+        if saved is None:
             raise CheckpointError(f"{path} was checkpointed from Python (sweep(..., checkpoints=...)), not by the "
                                   f"command line: it has no command line to resume; resume it from Python with "
                                   f"resume=True")
-        saved = {k: saved[k] for k in RUN_SETTINGS}
-        saved["config"] = {**PPOConfig().to_dict(), **saved["config"]}  # a key added since: the run had its default
-        if saved["command"] != command:
-            raise CheckpointError(f"{path} holds a {saved['command']} run: resume it with "
-                                  f"purejaxppo {saved['command']} --resume {path}")
+        if saved.command != command:
+            raise CheckpointError(f"{path} holds a {saved.command} run: resume it with "
+                                  f"purejaxppo {saved.command} --resume {path}")
         folder._kept = {p.name for p in folder.path.iterdir()}
         return folder, saved
 
-    def check_resume(self, saved: Mapping[str, Any], asked: Mapping[str, Any]) -> None:
+    def check_resume(self, saved: Experiment, asked: Experiment) -> None:
         """A resumed run must be the run its folder claims (its config file agrees with its
         checkpoint) and the same run (what the command line restates is what it was started
-        with), and not a finished one."""
+        with: `Experiment.diff`), and not a finished one."""
         self._check_config_file(saved)
-        before, now = _settings(saved), _settings(asked)
-        changed = [f"{key} {before.get(key)!r} -> {now.get(key)!r}" for key in sorted(set(before) | set(now))
-                   if before.get(key) != now.get(key)]
+        changed = saved.diff(asked)
         if changed:
             raise ConfigError("--resume", str(self.path), "the run was started with other settings; a resumed run "
                               f"must be the same run: {'; '.join(changed)}")
@@ -386,7 +371,7 @@ class RunFolder(SavedRun):
             raise ConfigError("--resume", str(self.path), f"is a finished run (it has {FINISHED}): nothing to "
                               f"resume; evaluate it with: purejaxppo eval {self.path}")
 
-    def _check_config_file(self, saved: Mapping[str, Any]) -> None:
+    def _check_config_file(self, saved: Experiment) -> None:
         """config.yaml (sweep.yaml) must hold the values of the checkpoint it is resumed from:
         an edited file, or checkpoints copied in from another run, would have the folder claim
         one run while another one runs. A missing file is written again from the checkpoint."""
@@ -394,20 +379,11 @@ class RunFolder(SavedRun):
         if not self.config_file.exists():
             return
         try:
-            written = yaml.safe_load(self.config_file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-            raise ConfigError("--resume", str(self.path), f"cannot read {name} ({type(error).__name__}); restore "
-                              "it, or delete it to have it written again from the checkpoint") from None
-        if not isinstance(written, dict):
-            raise ConfigError("--resume", str(self.path), f"{name} is not a mapping; restore it, or delete it to "
-                              "have it written again from the checkpoint")
-        written = {**PPOConfig().to_dict(), **written}  # a key added since: the file had its default
-        checkpoint = dict(saved["config"])
-        if self.command != "train":
-            section = written.pop("sweep", None)
-            section = section if isinstance(section, dict) else {}
-            written.update({f"sweep.{k}": v for k, v in SweepSpec.with_defaults(section).items()})
-            checkpoint.update({f"sweep.{k}": v for k, v in SweepSpec.with_defaults(saved["spec"]).items()})
+            written = saved.read_file_settings(self.config_file)
+        except ValueError as error:
+            raise ConfigError("--resume", str(self.path), f"{error}; restore it, or delete it to have it written "
+                              "again from the checkpoint") from None
+        checkpoint = saved.file_settings()
         missing = "(absent)"
         differ = [f"{key} is {written.get(key, missing)!r} in {name} but {checkpoint.get(key, missing)!r} in the "
                   "checkpoint" for key in sorted(set(written) | set(checkpoint))

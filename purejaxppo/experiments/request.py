@@ -1,8 +1,8 @@
 """What a train or sweep command line asks for, checked before anything is created: the
 config or sweep file (a path, a pipe, or a shipped config by name), its overrides and grid
-options, the counts, and for --resume the run the folder was started with -> the run's
-settings as a checkpoint records them (`meta`), and its plan (`sweep.plan`: every config
-checked, each group through the gate once). Also the reference line of a shipped config."""
+options, the counts, and for --resume the run the folder was started with -> the
+`experiment.Experiment` (built here once), and its plan (`sweep.plan`: every config checked,
+each group through the gate once). Also the reference line of a shipped config."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import NamedTuple
 from purejaxppo import configs
 from purejaxppo.config import ConfigError, check_fields, config_values, count, parse_override, read_yaml
 from purejaxppo.errors import NO_VALUE
+from purejaxppo.experiments.experiment import Experiment
 from purejaxppo.experiments.folder import RunFolder
 from purejaxppo.experiments.plan import Plan, plan
 from purejaxppo.experiments.spec import check_seeds, load_sweep, make_spec, parse_grid_option
@@ -84,13 +85,13 @@ def check_counts(args) -> None:
         check_count(option, value, 0 if option == "--eval-episodes" else 1)
 
 
-def run_request(args, saved: dict | None = None):
-    """-> (meta, base config, spec, a train run's reference line or None): the run the command line asks for, as a checkpoint's
-    meta records it; with `saved` (a resumed run's meta), what it does not restate is the
-    saved run's. The base's fields are checked here; its environment and every run's
-    config by `sweep.plan`."""
-    saved = saved or {}
-    saved_spec = {k: v for k, v in saved.get("spec", {}).items() if v or k != "grid"}  # a train run's grid is {}
+def run_request(args, saved: Experiment | None = None) -> tuple[Experiment, str | None]:
+    """-> (the experiment the command line asks for, a train run's reference line or None); with
+    `saved` (a resumed run's), what it does not restate is the saved run's. The base's fields
+    are checked here; its environment and every run's config by `sweep.plan`."""
+    saved_spec = {}
+    if saved is not None:
+        saved_spec = {k: v for k, v in saved.spec.to_dict().items() if v or k != "grid"}  # a train run's grid is {}
     overrides = dict(parse_override(item) for item in args.set)
     field = "config" if args.command == "train" else "spec"
     given = args.config if args.command == "train" else args.spec
@@ -103,7 +104,7 @@ def run_request(args, saved: dict | None = None):
                 raise ConfigError("config", given, f"is a sweep file (it has a sweep: section): run it with "
                                   f"purejaxppo sweep {shlex.quote(given)}")
             base = (check_fields(config_values(path, overrides), where=path) if path
-                    else check_fields({**saved["config"], **overrides}))
+                    else check_fields({**saved.config.to_dict(), **overrides}))
             eval_episodes = next(v for v in (args.eval_episodes, saved_spec.get("eval_episodes"),
                                              DEFAULT_EVAL_EPISODES) if v is not None)
             spec = make_spec({"seeds": args.seeds or saved_spec.get("seeds", 1), "eval_episodes": eval_episodes})
@@ -117,21 +118,21 @@ def run_request(args, saved: dict | None = None):
             if path:
                 base, spec = load_sweep(path, overrides, grid=grid, seeds=args.seeds)
             else:
-                base = check_fields({**saved["config"], **overrides})
+                base = check_fields({**saved.config.to_dict(), **overrides})
                 spec = make_spec(saved_spec, grid=grid, seeds=args.seeds)
-    options = {"first_seed": args.seed, "checkpoint_every": args.checkpoint_every, "max_parallel": args.max_parallel,
-               "keep": args.keep}
-    options = {k: saved.get(k, 0 if k == "first_seed" else None) if v is None else v for k, v in options.items()}
-    meta = {"command": args.command, "config": base.to_dict(), "spec": spec.to_dict(), **options}
-    return meta, base, spec, line
+    given = {"first_seed": args.seed, "checkpoint_every": args.checkpoint_every, "max_parallel": args.max_parallel,
+             "keep": args.keep}
+    options = {name: getattr(saved, name) if value is None and saved is not None else value
+               for name, value in given.items() if value is not None or saved is not None}
+    return Experiment(args.command, base, spec, **options), line
 
 
 class Request(NamedTuple):
-    """What a train or sweep command runs: `meta` (its settings, as its checkpoints record them),
+    """What a train or sweep command runs: `experiment` (built once, recorded in its checkpoints),
     `planned` (`plan.Plan`), `resumed` (--resume's folder, or None) and `reference` (a train run
     of a shipped config: the return it should reach, or None)."""
 
-    meta: dict
+    experiment: Experiment
     planned: Plan
     resumed: RunFolder | None
     reference: str | None
@@ -144,10 +145,10 @@ def plan_command(args) -> Request:
     check_counts(args)
     folder = None
     if args.resume is None:
-        meta, base, spec, line = run_request(args)
+        experiment, line = run_request(args)
     else:
         folder, saved = RunFolder.to_resume(args.resume, args.command)
-        meta, base, spec, line = run_request(args, saved)
-        folder.check_resume(saved, meta)
-    check_seeds("--seed", meta["first_seed"], spec.seeds)  # the seeds a sweep file gives, too
-    return Request(meta, plan(base, spec), folder, line)
+        experiment, line = run_request(args, saved)
+        folder.check_resume(saved, experiment)
+    check_seeds("--seed", experiment.first_seed, experiment.spec.seeds)  # the seeds a sweep file gives, too
+    return Request(experiment, plan(experiment.config, experiment.spec), folder, line)

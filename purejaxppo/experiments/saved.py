@@ -16,6 +16,7 @@ from purejaxppo.config import ConfigError, PPOConfig, check_fields
 from purejaxppo.errors import ImportFailed, ResourceError
 from purejaxppo.experiments import compile_cache
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
+from purejaxppo.experiments.experiment import DamagedRecord, Experiment
 from purejaxppo.experiments.faults import wait_ready
 from purejaxppo.experiments.memory import free_memory_bytes
 from purejaxppo.gate import Bundle, gate
@@ -34,17 +35,27 @@ class SavedRun:
     def checkpoints(self, keep: int | None = None, create: bool = True, shared: bool = False) -> Checkpoints:
         return Checkpoints(self.path / "checkpoints", keep=keep, create=create, shared=shared)
 
-    def _restore(self, step: int | None):
-        """-> (meta, {set name: (the set's bundle, state with a leading run axis)}): each set's
-        config passes the gate once."""
+    def read_meta(self, step: int | None = None) -> tuple[dict, Experiment | None]:
+        """-> (the meta of the checkpoint at `step`, default the newest; the experiment it
+        records, None for one saved through the Python API): both checked, whatever reads them."""
         checkpoints = self.checkpoints(create=False)
         meta = checkpoints.meta(step)
+        try:
+            return meta, Experiment.from_meta(meta)
+        except DamagedRecord as error:
+            raise CheckpointError(f"{checkpoints.folder / str(meta['step'])}: damaged metadata: {error}") from None
+
+    def _restore(self, step: int | None):
+        """-> (meta, its experiment, {set name: (the set's bundle, state with a leading run axis)}):
+        each set's config passes the gate once."""
+        checkpoints = self.checkpoints(create=False)
+        meta, experiment = self.read_meta(step)
         bundles = {name: _saved(gate, info["config"], checkpoints.folder / str(meta["step"]), f"sets.{name}.config")
                    for name, info in meta["sets"].items()}
         keys = {name: np.zeros((len(info["runs"]), 2), np.uint32) for name, info in meta["sets"].items()}
         shapes = {name: jax.eval_shape(jax.vmap(Learner(bundle).init), keys[name]) for name, bundle in bundles.items()}
         states, _, _ = checkpoints.restore(meta["step"], shapes)
-        return meta, {name: (bundle, states[name]) for name, bundle in bundles.items()}
+        return meta, experiment, {name: (bundle, states[name]) for name, bundle in bundles.items()}
 
     def load(self, step: int | None = None, run: int | None = 0):
         """See `load`."""
@@ -55,7 +66,7 @@ class SavedRun:
         """`load`, with the run's config as the gate's bundle (its environment and agent built
         once): what `make_policy` and a replay take without building them again."""
         _check_index("run", run), _check_index("step", step)
-        meta, sets = self._restore(step)
+        meta, _, sets = self._restore(step)
         if run is None:
             if len(sets) != 1:
                 raise CheckpointError(f"{self.path} holds {len(sets)} run sets with different configs: pass run=k")
@@ -71,7 +82,7 @@ class SavedRun:
     def run_config(self, step: int | None = None, run: int = 0) -> PPOConfig:
         """Run `run`'s config, as `load` gives it, without reading the state."""
         _check_index("run", run), _check_index("step", step)
-        meta = self.checkpoints(create=False).meta(step)
+        meta, _ = self.read_meta(step)
         return self._run_config(meta, *self._find(meta, run))
 
     def _find(self, meta: dict, run: int) -> tuple[str, int]:
@@ -93,7 +104,7 @@ class SavedRun:
         time_limit (ended by the environment's time limit) [episodes] each.
         Episodes that would not fit in memory raise ResourceError before they run."""
         _check_index("step", step)
-        meta, sets = self._restore(step)
+        meta, experiment, sets = self._restore(step)
         out = []
         for name, (bundle, state) in sets.items():
             learner = Learner(bundle)
@@ -105,7 +116,7 @@ class SavedRun:
             _check_fits(program, episodes)
             done = wait_ready(program(state))  # polled: a stop signal lands at once
             for j, k in enumerate(meta["sets"][name]["runs"]):
-                seed_of_run = meta["first_seed"] + k % meta["spec"]["seeds"] if "spec" in meta else None
+                seed_of_run = None if experiment is None else experiment.first_seed + k % experiment.spec.seeds
                 out.append({"run": k, "seed": seed_of_run, "step": meta["step"], "returns": done["return"][j],
                             "lengths": done["length"][j], "time_limit": done["time_limit"][j]})
         return sorted(out, key=lambda r: r["run"])
