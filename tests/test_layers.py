@@ -93,3 +93,43 @@ def test_the_package_face_loads_no_experiment_module_until_asked():
     assert seen["face_is_the_module's"] == [True] * 4, seen
     assert seen["every_name_in_all"] and not seen["unknown_name"], seen
 
+
+
+# the experiment side's layers: module -> what it must never reach, through any chain of imports
+# (shared/DESIGN.md: the executor imports no folder and no kind; the run record and the checkpoint
+# storage know neither each other's users nor the report; the report is text and bytes, no I/O)
+KINDS = {"experiments.pbt", "experiments.strategy", "experiments.spec", "experiments.plan", "experiments.sweep"}
+USER_SIDE = {"experiments.folder", "experiments.saved", "experiments.live", "experiments.cli", "experiments.request",
+             "experiments.options", "experiments.replay"}
+NEVER_REACHES = {
+    "experiments.runs": KINDS | USER_SIDE | {"experiments.experiment", "experiments.report"},
+    "experiments.checkpoint": KINDS | USER_SIDE | {"experiments.experiment", "experiments.report",
+                                                   "experiments.runs"},
+    "experiments.experiment": USER_SIDE | {"experiments.runs", "experiments.checkpoint", "experiments.report",
+                                           "experiments.hosts", "experiments.parallel"},
+    "experiments.memory": KINDS | USER_SIDE | {"experiments.report", "experiments.runs"},
+    "experiments.report": USER_SIDE | {"experiments.runs", "experiments.checkpoint", "experiments.experiment",
+                                       "experiments.hosts", "experiments.parallel"},
+}
+
+
+def reached(name: str, graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Every module `name` imports, directly or through others -> one chain of imports to it."""
+    chains, todo = {name: [name]}, [name]
+    while todo:
+        here = todo.pop()
+        for there in sorted(graph.get(here, ())):
+            if there not in chains:
+                chains[there] = [*chains[here], there]
+                todo.append(there)
+    del chains[name]
+    return chains
+
+
+def test_the_experiment_sides_layers_hold():
+    graph = {name: imported(path) - {name} for name, path in modules().items()}
+    assert set(NEVER_REACHES) | {m for banned in NEVER_REACHES.values() for m in banned} <= set(graph)
+    for name, banned in NEVER_REACHES.items():
+        broken = {m: chain for m, chain in reached(name, graph).items()
+                  if any(m == b or m.startswith(f"{b}.") for b in banned)}  # a package: its modules too
+        assert not broken, f"{name} reaches {sorted(broken)}: " + "; ".join(" -> ".join(c) for c in broken.values())
