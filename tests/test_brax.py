@@ -160,9 +160,14 @@ def test_a_replay_is_drawn_for_brax_alone():
 
 
 @pytest.mark.slow
-def test_eval_renders_a_replay_of_a_trained_run(tmp_path, capsys):
+def test_eval_renders_a_replay_of_a_trained_run(tmp_path, capsys, monkeypatch):
+    """... building the environment once and restoring the checkpoint once for it all."""
+    import collections
     import json
 
+    import purejaxppo.envs
+    from purejaxppo.experiments import replay
+    from purejaxppo.experiments.checkpoint import Checkpoints
     from purejaxppo.experiments.cli import main
 
     out, replay_file = tmp_path / "run", tmp_path / "replay.html"
@@ -170,7 +175,19 @@ def test_eval_renders_a_replay_of_a_trained_run(tmp_path, capsys):
                  "--set", "total_timesteps=64", "--set", "env_params={backend: spring, episode_length: 20}",
                  "--eval-episodes", "2", "--out", str(out)]) == 0
     capsys.readouterr()
+    counts = collections.Counter()
+
+    def counted(name, real):
+        def call(*args, **kwargs):
+            counts[name] += 1
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(purejaxppo.envs, "make_raw_env", counted("env", purejaxppo.envs.make_raw_env))
+    monkeypatch.setattr(replay, "make_raw_env", counted("env", replay.make_raw_env))
+    monkeypatch.setattr(Checkpoints, "restore", counted("restore", Checkpoints.restore))
     assert main(["eval", str(out), "--episodes", "2", "--render", str(replay_file), "--json"]) == 0
+    assert dict(counts) == {"env": 1, "restore": 1}
     printed = json.loads(capsys.readouterr().out)
     assert "brax-viewer" in replay_file.read_text() and 1 <= printed["replay"]["steps"] <= 20
     assert printed["replay"]["return"] == printed["replay"]["steps"]  # 1 per step the pole stays up

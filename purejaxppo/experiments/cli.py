@@ -36,6 +36,7 @@ from purejaxppo.experiments.folder import RunFolder
 from purejaxppo.experiments.hosts import LostProcess
 from purejaxppo.experiments.live import ProgressBar, check_wandb
 from purejaxppo.experiments.parallel import use_all_cpu_cores
+from purejaxppo.experiments.saved import SavedRun
 from purejaxppo.experiments.spec import check_seeds
 from purejaxppo.experiments.strategy import strategy_of
 from purejaxppo.experiments.sweep import run_plan
@@ -99,21 +100,20 @@ def _execute(planned, experiment, folder, bar, live, resume: bool):
 def eval_command(args) -> int:
     request.check_count("--episodes", args.episodes)
     check_seeds("--seed", args.seed)
-    folder = RunFolder(args.folder)
-    if args.render:  # before anything is evaluated: the replay must be possible and its file new
+    if args.render:  # before anything is read: the replay's file must be new
         replay.check_target(args.render, "--render")
-        replay.check_renderable(folder.run_config(args.step, run=0), "--render")
-
+    restored = SavedRun(args.folder).restore(args.step)  # read once: each environment built once
+    if args.render:  # before anything is evaluated: the replay must be possible
+        bundle, state = restored.run(0)
+        replay.check_renderable(bundle.config, "--render", env=bundle.env)
     try:
-        runs = folder.evaluate(episodes=args.episodes, seed=args.seed, deterministic=not args.stochastic,
-                               step=args.step)
+        runs = restored.evaluate(episodes=args.episodes, seed=args.seed, deterministic=not args.stochastic)
     except ResourceError as error:  # the evaluation names its argument; here that is --episodes
         raise ResourceError("--episodes", error.value, error.rule) from None
 
     out = report.evaluation_summary(runs, folder=str(args.folder), episodes=args.episodes,
                                     deterministic=not args.stochastic, seed=args.seed)
     if args.render:
-        bundle, state = folder.load_bundle(step=args.step, run=0)
         out["replay"] = replay.write(args.render, bundle, state, jax.random.PRNGKey(args.seed), not args.stochastic,
                                      "--render")
         if not args.json:

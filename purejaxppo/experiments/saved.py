@@ -1,12 +1,13 @@
 """A run or sweep folder read back (`SavedRun`; `folder.RunFolder` adds the writer's side):
-each run set's config from its checkpoint passes the gate once (`gate.gate`: its environment
-built, its network checked), the states are restored, one run's config and state are picked
-out (`load`, `load_bundle`), and every run is evaluated on fresh episodes (`evaluate`)."""
+restore a checkpoint once (`SavedRun.restore`: each run set's config passes the gate once, its
+environment built and its network checked; the states read), then pick one run's config and
+state out of it (`Restored.run`; `load`, `load_bundle`) or evaluate every run on fresh
+episodes (`Restored.evaluate`), as often as needed, without reading or building anything again."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import numpy as np
@@ -45,9 +46,11 @@ class SavedRun:
         except DamagedRecord as error:
             raise CheckpointError(f"{checkpoints.folder / str(meta['step'])}: damaged metadata: {error}") from None
 
-    def _restore(self, step: int | None):
-        """-> (meta, its experiment, {set name: (the set's bundle, state with a leading run axis)}):
-        each set's config passes the gate once."""
+    def restore(self, step: int | None = None) -> Restored:
+        """The checkpoint at `step` (default: the newest complete one), read once: each run
+        set's config through the gate once (its environment built, its network checked), every
+        state restored. `Restored.run` and `Restored.evaluate` use it without reading it again."""
+        _check_index("step", step)
         checkpoints = self.checkpoints(create=False)
         meta, experiment = self.read_meta(step)
         bundles = {name: _saved(gate, info["config"], checkpoints.folder / str(meta["step"]), f"sets.{name}.config")
@@ -55,7 +58,7 @@ class SavedRun:
         keys = {name: np.zeros((len(info["runs"]), 2), np.uint32) for name, info in meta["sets"].items()}
         shapes = {name: jax.eval_shape(jax.vmap(Learner(bundle).init), keys[name]) for name, bundle in bundles.items()}
         states, _, _ = checkpoints.restore(meta["step"], shapes)
-        return meta, experiment, {name: (bundle, states[name]) for name, bundle in bundles.items()}
+        return Restored(self.path, meta, experiment, {name: (bundle, states[name]) for name, bundle in bundles.items()})
 
     def load(self, step: int | None = None, run: int | None = 0):
         """See `load`."""
@@ -65,48 +68,48 @@ class SavedRun:
     def load_bundle(self, step: int | None = None, run: int | None = 0) -> tuple[Bundle, Any]:
         """`load`, with the run's config as the gate's bundle (its environment and agent built
         once): what `make_policy` and a replay take without building them again."""
-        _check_index("run", run), _check_index("step", step)
-        meta, _, sets = self._restore(step)
+        _check_index("run", run)
+        return self.restore(step).run(run)
+
+    def evaluate(self, *, episodes: int, seed: int = 0, deterministic: bool = True,
+                 step: int | None = None) -> list[dict]:
+        """`Restored.evaluate` of the checkpoint at `step` (default: the newest)."""
+        return self.restore(step).evaluate(episodes=episodes, seed=seed, deterministic=deterministic)
+
+
+class Restored(NamedTuple):
+    """A folder's checkpoint, read back once (`SavedRun.restore`)."""
+
+    path: Path
+    meta: dict
+    experiment: Experiment | None   # what the run was asked to be; None: saved through the Python API
+    sets: dict                      # run set name -> (its bundle, its states with a leading run axis)
+
+    def run(self, run: int | None = 0) -> tuple[Bundle, Any]:
+        """Run `run`'s bundle (its own config on its set's program) and state; `run=None`: every
+        run of a folder with one run set, with its leading run axis and the set's bundle."""
+        _check_index("run", run)
         if run is None:
-            if len(sets) != 1:
-                raise CheckpointError(f"{self.path} holds {len(sets)} run sets with different configs: pass run=k")
-            return next(iter(sets.values()))
-        name, j = self._find(meta, run)
-        bundle, states = sets[name]
+            if len(self.sets) != 1:
+                raise CheckpointError(f"{self.path} holds {len(self.sets)} run sets with different configs: "
+                                      "pass run=k")
+            return next(iter(self.sets.values()))
+        name, j = _find(self.path, self.meta, run)
+        bundle, states = self.sets[name]
         try:  # the run's own hyperparameters, on its set's program
-            bundle = bundle.for_config(self._run_config(meta, name, j))
+            bundle = bundle.for_config(_run_config(self.path, self.meta, name, j))
         except ConfigError as error:
             raise CheckpointError(f"{self.path}: damaged metadata: sets.{name}.run_configs: {error}") from None
         return bundle, jax.tree.map(lambda x: x[j], states)
 
-    def run_config(self, step: int | None = None, run: int = 0) -> PPOConfig:
-        """Run `run`'s config, as `load` gives it, without reading the state."""
-        _check_index("run", run), _check_index("step", step)
-        meta, _ = self.read_meta(step)
-        return self._run_config(meta, *self._find(meta, run))
-
-    def _find(self, meta: dict, run: int) -> tuple[str, int]:
-        """-> (the run set holding run `run`, its place on that set's run axis)."""
-        for name, info in meta["sets"].items():
-            if run in info["runs"]:
-                return name, info["runs"].index(run)
-        known = sorted(k for info in meta["sets"].values() for k in info["runs"])
-        raise CheckpointError(f"{self.path} has no run {run}; its runs are {known}")
-
-    def _run_config(self, meta: dict, name: str, j: int) -> PPOConfig:
-        return _saved(check_fields, meta["sets"][name]["run_configs"][j], self.path, f"sets.{name}.run_configs")
-
-    def evaluate(self, *, episodes: int, seed: int = 0, deterministic: bool = True,
-                 step: int | None = None) -> list[dict]:
-        """Every run of the folder on `episodes` fresh episodes (the training rollout code),
-        keys from `seed` (the same episodes for every run): one dict per run: run, seed
-        (None for a checkpoint written without a run's settings), step, returns, lengths and
-        time_limit (ended by the environment's time limit) [episodes] each.
-        Episodes that would not fit in memory raise ResourceError before they run."""
-        _check_index("step", step)
-        meta, experiment, sets = self._restore(step)
+    def evaluate(self, *, episodes: int, seed: int = 0, deterministic: bool = True) -> list[dict]:
+        """Every run on `episodes` fresh episodes (the training rollout code), keys from `seed`
+        (the same episodes for every run): one dict per run: run, seed (None for a checkpoint
+        written without a run's settings), step, returns, lengths and time_limit (ended by the
+        environment's time limit) [episodes] each. Episodes that would not fit in memory raise
+        ResourceError before they run."""
         out = []
-        for name, (bundle, state) in sets.items():
+        for name, (bundle, state) in self.sets.items():
             learner = Learner(bundle)
             evaluate = jax.jit(jax.vmap(lambda s: learner.evaluate_episodes(s, episodes, deterministic,
                                                                             jax.random.PRNGKey(seed))),
@@ -115,11 +118,25 @@ class SavedRun:
                 program = evaluate.lower(state).compile()
             _check_fits(program, episodes)
             done = wait_ready(program(state))  # polled: a stop signal lands at once
-            for j, k in enumerate(meta["sets"][name]["runs"]):
+            experiment = self.experiment
+            for j, k in enumerate(self.meta["sets"][name]["runs"]):
                 seed_of_run = None if experiment is None else experiment.first_seed + k % experiment.spec.seeds
-                out.append({"run": k, "seed": seed_of_run, "step": meta["step"], "returns": done["return"][j],
+                out.append({"run": k, "seed": seed_of_run, "step": self.meta["step"], "returns": done["return"][j],
                             "lengths": done["length"][j], "time_limit": done["time_limit"][j]})
         return sorted(out, key=lambda r: r["run"])
+
+
+def _find(path: Path, meta: dict, run: int) -> tuple[str, int]:
+    """-> (the run set holding run `run`, its place on that set's run axis)."""
+    for name, info in meta["sets"].items():
+        if run in info["runs"]:
+            return name, info["runs"].index(run)
+    known = sorted(k for info in meta["sets"].values() for k in info["runs"])
+    raise CheckpointError(f"{path} has no run {run}; its runs are {known}")
+
+
+def _run_config(path: Path, meta: dict, name: str, j: int) -> PPOConfig:
+    return _saved(check_fields, meta["sets"][name]["run_configs"][j], path, f"sets.{name}.run_configs")
 
 
 def _check_index(name: str, value) -> None:
