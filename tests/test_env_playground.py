@@ -34,7 +34,8 @@ def test_a_suite_task_is_a_continuous_box_env_on_mjx_jax_with_our_time_limit(car
     assert cartpole.obs_shape == (5,) and cartpole.max_episode_steps == 5 and cartpole.reset_strategy == "per_rollout"
     space = cartpole.action_space
     assert space.kind == "continuous" and space.shape == (1,)
-    np.testing.assert_array_equal(space.low, [-1.0]) and np.testing.assert_array_equal(space.high, [1.0])
+    np.testing.assert_array_equal(space.low, [-1.0])
+    np.testing.assert_array_equal(space.high, [1.0])
 
     def episode(key):
         obs, state = cartpole.reset(key)
