@@ -23,7 +23,8 @@ use_all_cpu_cores()
 
 import jax  # noqa: E402
 
-from purejaxppo.experiments.sweep import load_sweep, make_spec, pbt  # noqa: E402
+from purejaxppo.experiments.sweep import load_sweep, make_spec  # noqa: E402
+from purejaxppo import pbt  # noqa: E402
 
 
 def main() -> None:
@@ -39,7 +40,7 @@ def main() -> None:
     interval = section["pbt"]["interval"]
     base = dataclasses.replace(base, total_timesteps=args.intervals * interval * base.batch_size)  # plan checks it
     result = pbt(base, spec=make_spec({**section, "eval_episodes": 0}))
-    population = result.population
+    population = result.between
     steps = sum(population.step_seconds)
     print(json.dumps({
         "config": args.config, "population": args.population, "seeds": args.seeds, "interval": interval,

@@ -28,7 +28,8 @@ import numpy as np  # noqa: E402
 
 from purejaxppo.config import parse_override  # noqa: E402
 from purejaxppo.experiments.stats import mean_se  # noqa: E402
-from purejaxppo.experiments.sweep import load_sweep, make_spec, pbt, sweep  # noqa: E402
+from purejaxppo.experiments.sweep import load_sweep, make_spec, sweep  # noqa: E402
+from purejaxppo import pbt  # noqa: E402
 
 ARMS = ("pbt", "random search")
 
@@ -39,7 +40,7 @@ def greedy_returns(result) -> np.ndarray:
 
 
 def run_arm(arm: str, base, spec, random_seed: int):
-    section = spec.pbt
+    section = spec.section
     common = {"seeds": spec.seeds, "random_seed": random_seed, "eval_episodes": spec.eval_episodes}
     if arm == "pbt":
         return pbt(base, spec=make_spec({**common, "pbt": section}))
@@ -107,10 +108,10 @@ def main() -> None:
                                           for k in range(len(result.runs)))
                 last = [x for x in lineage if x["interval"] == lineage[-1]["interval"]]
                 row["final_range"] = {n: [min(x[n] for x in last), max(x[n] for x in last)]
-                                      for n in spec.pbt["hyperparameters"]}
+                                      for n in spec.section["hyperparameters"]}
             rows.append(row)
             print(json.dumps(row), flush=True)
-    print(f"\n{base.env}, {spec.pbt['population']} members x {spec.seeds} population(s), "
+    print(f"\n{base.env}, {spec.section['population']} members x {spec.seeds} population(s), "
           f"{base.total_timesteps} steps per member, {args.repetitions} repetitions; "
           f"{len(jax.devices())} x {jax.devices()[0].device_kind}, {os.cpu_count()} CPUs "
           f"({platform.processor() or platform.machine()})\n")

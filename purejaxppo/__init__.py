@@ -19,7 +19,7 @@ __version__ = "0.4.0"
 
 # name -> the experiment-side module that defines it
 _LAZY = {"load": "purejaxppo.experiments.saved", "sweep": "purejaxppo.experiments.sweep",
-         "pbt": "purejaxppo.experiments.sweep", "SweepResult": "purejaxppo.experiments.sweep"}
+         "pbt": "purejaxppo.experiments.kinds.pbt_api", "SweepResult": "purejaxppo.experiments.sweep"}
 
 __all__ = ["ConfigError", "HParams", "check_config", "Learner", "LearnerState", "PPOConfig", "Policy", "SweepResult",
            "TrainResult", "compiler_options", "distributions", "envs", "export_policy", "gae", "jit", "load",

@@ -9,7 +9,7 @@ import pytest
 import purejaxppo as ppo
 from purejaxppo.config import ConfigError
 from purejaxppo.errors import ResourceError
-from purejaxppo.experiments import memory as memory_module, plan as plan_module
+from purejaxppo.experiments import kinds, memory as memory_module
 from purejaxppo.experiments.sweep import make_spec, plan
 
 MEMORY = 64 * 2**20  # free on every device, and on the host per device
@@ -33,8 +33,8 @@ def no_drawing(monkeypatch):
     def drawn(*args):
         raise AssertionError("points were drawn before the sweep's size was checked")
 
-    monkeypatch.setattr(plan_module, "initial_points", drawn)
-    monkeypatch.setattr(plan_module, "draw", drawn)
+    for kind in {type(kind) for kind in (kinds.GRID, kinds.TRAIN, *kinds.KEYED.values())}:
+        monkeypatch.setattr(kind, "points", drawn)
 
 
 def refusal(spec, cfg=None) -> ResourceError:

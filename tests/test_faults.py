@@ -149,8 +149,7 @@ def test_a_stop_during_start_up_or_eval_is_one_line(phase, whole, capsys, monkey
         monkeypatch.setattr(request, "check_counts", stopping(request.check_counts, signal.SIGTERM))
         command, code, line = RUN, 143, "stopped by SIGTERM: before the run started: nothing was written"
     else:
-        monkeypatch.setattr(folder_module.RunFolder, "_restore",
-                            stopping(folder_module.RunFolder._restore, signal.SIGINT))
+        monkeypatch.setattr(folder_module.SavedRun, "restore", stopping(folder_module.SavedRun.restore, signal.SIGINT))
         command, code, line = (["eval", str(whole), "--episodes", "2"], 130,
                                f"stopped by SIGINT: the evaluation did not finish ({whole} is unchanged)")
     with pytest.raises(SystemExit) as exited:

@@ -96,20 +96,28 @@ def test_the_package_face_loads_no_experiment_module_until_asked():
 
 
 # the experiment side's layers: module -> what it must never reach, through any chain of imports
-# (shared/DESIGN.md: the executor imports no folder and no kind; the run record and the checkpoint
-# storage know neither each other's users nor the report; the report is text and bytes, no I/O)
-KINDS = {"experiments.pbt", "experiments.strategy", "experiments.spec", "experiments.plan", "experiments.sweep"}
+# (shared/DESIGN.md: the executor imports no folder and no kind; the checkpoint storage knows no record;
+# the run record knows no storage or executor (it reads its sweep section through the kinds, which write
+# their reports); the report is text and bytes, no I/O; the run folder writes what a kind gives it)
+KINDS = {"experiments.kinds", "experiments.pbt", "experiments.spec", "experiments.plan", "experiments.sweep"}
 USER_SIDE = {"experiments.folder", "experiments.saved", "experiments.live", "experiments.cli", "experiments.request",
              "experiments.options", "experiments.replay"}
 NEVER_REACHES = {
     "experiments.runs": KINDS | USER_SIDE | {"experiments.experiment", "experiments.report"},
     "experiments.checkpoint": KINDS | USER_SIDE | {"experiments.experiment", "experiments.report",
                                                    "experiments.runs"},
-    "experiments.experiment": USER_SIDE | {"experiments.runs", "experiments.checkpoint", "experiments.report",
-                                           "experiments.hosts", "experiments.parallel"},
+    "experiments.experiment": USER_SIDE | {"experiments.runs", "experiments.checkpoint", "experiments.hosts",
+                                           "experiments.parallel"},
     "experiments.memory": KINDS | USER_SIDE | {"experiments.report", "experiments.runs"},
     "experiments.report": USER_SIDE | {"experiments.runs", "experiments.checkpoint", "experiments.experiment",
-                                       "experiments.hosts", "experiments.parallel"},
+                                       "experiments.hosts", "experiments.parallel", "experiments.kinds"},
+}
+# ... and what it must not import itself (a kind's report reaches it through the record's sweep section)
+NEVER_IMPORTS = {
+    "experiments.folder": {"experiments.report", "experiments.kinds", "experiments.cli", "experiments.request",
+                           "experiments.runs", "experiments.sweep"},
+    "experiments.plan": {"experiments.pbt", "experiments.report", "experiments.folder"},
+    "experiments.memory": {"experiments.spec", "experiments.kinds"},
 }
 
 
@@ -133,3 +141,6 @@ def test_the_experiment_sides_layers_hold():
         broken = {m: chain for m, chain in reached(name, graph).items()
                   if any(m == b or m.startswith(f"{b}.") for b in banned)}  # a package: its modules too
         assert not broken, f"{name} reaches {sorted(broken)}: " + "; ".join(" -> ".join(c) for c in broken.values())
+    for name, banned in NEVER_IMPORTS.items():
+        wrong = {m for m in graph[name] if any(m == b or m.startswith(f"{b}.") for b in banned)}
+        assert not wrong, f"{name} imports {sorted(wrong)}"

@@ -16,7 +16,7 @@ import purejaxppo as ppo
 from purejaxppo.config import ConfigError, HParams
 from purejaxppo.experiments.cli import main
 from purejaxppo.experiments.pbt import interval_fitness, make_pbt, make_step, step_keys
-from purejaxppo.experiments.report import pbt_schedule
+from purejaxppo.experiments.kinds.pbt_report import pbt_schedule
 from purejaxppo.normalize import RewardScaler, RunningStats
 from purejaxppo.train import LearnerState
 
@@ -221,17 +221,17 @@ def test_tied_members_share_their_rank_in_the_summary():
     names all three as the best and no 'best member'."""
     from types import SimpleNamespace
 
-    from purejaxppo.experiments.report import pbt_markdown, pbt_summary
+    from purejaxppo.experiments.kinds.pbt_report import pbt_markdown, pbt_summary
 
     greedy, fitness = [500.0, 500.0, 480.0, 500.0], [500.0, 500.0, 470.0, 500.0]
     lineage = [{"interval": i, "updates": 2 * (i + 1), "seed": 0, "member": k, "run": k, "copied_from": k,
                 "fitness": fitness[k], "fitness_se": 0.0, "lr": 1e-3, "gamma": 0.99} for i in range(2) for k in range(4)]
     result = SimpleNamespace(
-        lineage=lineage, spec=SimpleNamespace(pbt=pbt(), seeds=1, threshold=None),
+        lineage=lineage, spec=SimpleNamespace(section=pbt(), seeds=1, threshold=None),
         runs=[{"point": k, "seed": 0, "lr": 1e-3, "gamma": 0.99} for k in range(4)],
         evaluation=[{"deterministic": [g, g]} for g in greedy], diverged=np.zeros(4, bool),
         base=SimpleNamespace(env="CartPole-v1"), configs=[tiny_cfg()], run_seconds=1.0, compile_seconds=1.0,
-        population=SimpleNamespace(step_seconds=[0.1]))
+        between=SimpleNamespace(step_seconds=[0.1]))
     summary = pbt_summary(result)
     assert [m["rank"] for m in summary["members"]] == [1, 1, 4, 1]
     assert summary["best_tied"] == [0, 1, 3] and summary["best"]["run"] == 0
@@ -409,7 +409,7 @@ def test_the_shipped_cartpole_population_learns_where_its_random_search_does_not
 
     base, spec = load_sweep("configs/sweeps/pbt_cartpole.yaml")
     population = ppo.pbt(base, spec=spec)
-    section = spec.pbt
+    section = spec.section
     search = sweep(base, spec=make_spec({"random": {"trials": section["population"], **section["hyperparameters"]},
                                          "random_seed": spec.random_seed}))
     interval = section["interval"]

@@ -56,13 +56,13 @@ def test_a_file_that_appears_during_a_run_is_kept_and_the_rest_is_written(tmp_pa
     import purejaxppo.experiments.cli as cli
 
     out = tmp_path / "run"
-    original = cli.RunFolder.write_run_results
+    original = cli.RunFolder.write_results
 
     def someone_wrote_summary_md(run_folder, *args):
         (run_folder.path / "summary.md").write_text("someone else's notes")
         return original(run_folder, *args)
 
-    monkeypatch.setattr(cli.RunFolder, "write_run_results", someone_wrote_summary_md)
+    monkeypatch.setattr(cli.RunFolder, "write_results", someone_wrote_summary_md)
     assert main(["train", *CARTPOLE_RUN, "--out", str(out)]) == 1
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "could not write summary.md (File exists)" in error

@@ -38,7 +38,6 @@ from purejaxppo.experiments.live import ProgressBar, check_wandb
 from purejaxppo.experiments.parallel import use_all_cpu_cores
 from purejaxppo.experiments.saved import SavedRun
 from purejaxppo.experiments.spec import check_seeds
-from purejaxppo.experiments.strategy import strategy_of
 from purejaxppo.experiments.sweep import run_plan
 
 
@@ -56,10 +55,9 @@ def run_command(args) -> int:
     experiment, planned, resumed, reference = request.plan_command(args)
     if args.wandb:
         check_wandb()
-    strategy = strategy_of(planned.spec, args.command)
     console = Console()
     with RunFolder.running(experiment, out=args.out, resume=resumed) as folder:
-        with ProgressBar(console, planned, strategy.describe(planned), resuming=resumed and folder) as bar:
+        with ProgressBar(console, planned, planned.kind.describe(planned), resuming=resumed and folder) as bar:
             live = folder.live_log(bar.record, args.tensorboard, args.wandb, experiment)
             result = _execute(planned, experiment, folder, bar, live, resume=resumed is not None)
         if not folder.writer:
@@ -69,7 +67,7 @@ def run_command(args) -> int:
         console.print(f"compile {timings.compile_seconds:.1f} s ({timings.compiles} programs), run "
                       f"{timings.run_seconds:.1f} s, {timings.checkpoints} checkpoint(s) "
                       f"({timings.checkpoint_bytes / 2**20:.2f} MiB, {timings.checkpoint_seconds:.2f} s in all)")
-        finished, shown = strategy.write_results(folder, result, reference)
+        finished, shown = planned.kind.write_results(folder, result, reference)
         for item in shown:
             print(item, flush=True) if isinstance(item, str) else console.print(item)
         console.print(f"{'run' if args.command == 'train' else 'sweep'} folder: {folder}")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 import yaml
 
@@ -30,7 +30,16 @@ from purejaxppo.experiments.spec import SweepSpec, make_spec
 
 VERSION = 1          # of the record as `to_dict` writes it
 META_KEY = "experiment"  # its entry in a checkpoint's meta
-COMMANDS = ("train", "sweep")
+class CommandFolder(NamedTuple):
+    """What a command's run folder is called and holds."""
+
+    config_file: str     # its config file
+    with_section: bool   # ... whether that holds the sweep: section
+    prefix: str          # the default folder's name: runs/<prefix><env>-<time>
+
+
+FOLDERS = {"train": CommandFolder("config.yaml", False, ""), "sweep": CommandFolder("sweep.yaml", True, "sweep-")}
+COMMANDS = tuple(FOLDERS)
 # the settings beside the config and the spec: their defaults, and their rules (name -> rule, what it must be)
 OPTIONS = {"first_seed": 0, "checkpoint_every": None, "max_parallel": None, "keep": None}
 # purejaxppo 0.4.0 wrote the record's fields at the top level of a checkpoint's meta, without a version
@@ -131,8 +140,8 @@ class Experiment:
 
     def file_settings(self) -> dict[str, Any]:
         """What the folder's config file holds, as `settings` names it (`read_file_settings`)."""
-        return {**self.config.to_dict(), **({} if self.command == "train" else
-                                            {f"sweep.{k}": v for k, v in self.spec.to_dict().items()})}
+        section = self.spec.to_dict() if self._with_section else {}
+        return {**self.config.to_dict(), **{f"sweep.{k}": v for k, v in section.items()}}
 
     def diff(self, other: Experiment) -> list[str]:
         """`key before -> after` for each setting that differs from `other`'s (this one: before)."""
@@ -143,13 +152,17 @@ class Experiment:
     # ---------------------------------------------------------------- the folder's config file
     @property
     def file_name(self) -> str:
-        return "config.yaml" if self.command == "train" else "sweep.yaml"
+        return FOLDERS[self.command].config_file
+
+    @property
+    def _with_section(self) -> bool:
+        return FOLDERS[self.command].with_section
 
     def file_text(self) -> str:
         """config.yaml (a run's resolved config) or sweep.yaml (a sweep's base config and its
         sweep: section; it reloads with spec.load_sweep)."""
         values = self.config.to_dict()
-        if self.command != "train":
+        if self._with_section:
             values["sweep"] = self.spec.to_dict()
         return yaml.safe_dump(values, sort_keys=False)
 
@@ -162,9 +175,9 @@ class Experiment:
             raise ValueError(f"cannot read {path.name} ({type(error).__name__})") from None
         if not isinstance(written, dict):
             raise ValueError(f"{path.name} is not a mapping")
-        section = written.pop("sweep", None) if self.command != "train" else None
+        section = written.pop("sweep", None) if self._with_section else None
         values = {**PPOConfig().to_dict(), **written}
-        if self.command != "train":
+        if self._with_section:
             section = section if isinstance(section, dict) else {}
             values.update({f"sweep.{k}": v for k, v in SweepSpec.with_defaults(section).items()})
         return values

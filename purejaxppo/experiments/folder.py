@@ -14,8 +14,8 @@ a checkpoint that cannot be saved leaves the run going. summary.md marks a finis
 is written only once everything else is (the final checkpoint, every other result), so a
 folder whose results were cut short (a stop signal, a full disk) is finished by --resume,
 which writes only what is missing. A resumed run must be the run the folder was started
-with, and its config file must agree with its checkpoint. What the files hold comes from
-purejaxppo.experiments.report (text and bytes, no I/O); reading a folder back: saved.SavedRun."""
+with, and its config file must agree with its checkpoint. What the files hold comes from its
+kind (`Kind.write_results`: text and bytes from the report); reading a folder back: saved.SavedRun."""
 
 from __future__ import annotations
 
@@ -29,15 +29,13 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Iterator
 
-import numpy as np
-
-from purejaxppo.config import ConfigError, PPOConfig
+from purejaxppo.config import ConfigError
 from purejaxppo.errors import UsageError
-from purejaxppo.experiments import hosts, report
+from purejaxppo.experiments import hosts
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
-from purejaxppo.experiments.experiment import Experiment
+from purejaxppo.experiments.experiment import FOLDERS, Experiment
 from purejaxppo.experiments.faults import Failures, Stopped
 from purejaxppo.experiments.live import LiveLog
 from purejaxppo.experiments.paths import write_artefacts, write_new
@@ -111,7 +109,7 @@ class RunFolder(SavedRun):
             candidates = [folder]
         else:
             name = env.replace(":", "-")  # env: package.module:factory
-            stem = Path("runs") / f"{'' if command == 'train' else 'sweep-'}{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+            stem = Path("runs") / f"{FOLDERS[command].prefix}{name}-{time.strftime('%Y%m%d-%H%M%S')}"
             candidates = [stem] + [stem.with_name(f"{stem.name}-{n}") for n in range(2, 1000)]
         for folder in candidates:
             existed = folder.is_dir()
@@ -319,7 +317,7 @@ class RunFolder(SavedRun):
 
     @property
     def config_file(self) -> Path:
-        return self.path / ("config.yaml" if self.command == "train" else "sweep.yaml")
+        return self.path / FOLDERS[self.command].config_file
 
     def write_config(self, experiment: Experiment) -> None:
         """config.yaml or sweep.yaml: `Experiment.file_text`."""
@@ -394,23 +392,9 @@ class RunFolder(SavedRun):
                               "file, or checkpoints from another run?)")
 
     # ---------------------------------------------------------------- results
-    def write_run_results(self, config: PPOConfig, metrics: Mapping[str, np.ndarray], summary: Mapping[str, Any],
-                          seeds: list[int]) -> bool:
-        """metrics.csv, summary.json, learning_curve.png, summary.md (`_write_results`)."""
-        return self._write_results(report.run_artefacts(config, metrics, summary, seeds))
-
-    def write_sweep_results(self, result, rows: list[dict], swept: list[str]) -> bool:
-        """metrics.csv (a row per run per update), summary.csv (a row per point), the plots,
-        summary.md (`_write_results`)."""
-        return self._write_results(report.sweep_artefacts(result, rows, swept))
-
-    def write_pbt_results(self, result, summary: Mapping[str, Any]) -> bool:
-        """metrics.csv, pbt.csv (the lineage), summary.json / summary.csv (the final population),
-        the plots, summary.md (`_write_results`); `summary`: `report.pbt_summary`."""
-        return self._write_results(report.pbt_artefacts(result, summary))
-
-    def _write_results(self, artefacts) -> bool:
-        """Each result the folder does not hold yet (a resumed folder: only those missing),
+    def write_results(self, artefacts) -> bool:
+        """The results (`artefacts`: [(file name, a function making its text or bytes)], a kind's:
+        `Kind.write_results`): each the folder does not hold yet (a resumed folder: only those missing),
         whole or not at all and apart from the others; a line per file that failed
         (`write_artefacts`). summary.md, the mark of a finished run, is written last: never
         while a checkpoint could not be saved (the final state included), and only if every

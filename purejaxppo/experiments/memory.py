@@ -120,10 +120,7 @@ def runs_per_device(num_runs: int, devices: int, chunk: int | None) -> int:
 # a sweep's size, before anything is drawn or compiled
 # what a run holds whatever its config: its key (two uint32) and its hyperparameters (32 bits each)
 KEY_AND_HPARAMS = 8 + 4 * len(HPARAM_FIELDS)
-# the options that set a sweep's number of runs, or what each run evaluates: where each is given
-_OPTIONS = {"seeds": "--seeds, sweep.seeds", "pbt.population": "sweep.pbt.population",
-            "random.trials": "sweep.random.trials", "grid": "points of sweep.grid and --grid",
-            "eval_episodes": "--eval-episodes, sweep.eval_episodes"}
+EVAL_EPISODES_OPTION = "--eval-episodes, sweep.eval_episodes"  # where the evaluation's episodes are set
 
 
 class RunSize(NamedTuple):
@@ -151,28 +148,21 @@ def run_size(bundle: Bundle) -> RunSize:
                    (tree_bytes(state.env_state) + tree_bytes(state.obs)) // cfg.num_envs)
 
 
-def _sizes(spec) -> dict[str, int]:
-    """The options whose product is the sweep's number of runs, counted without drawing a point."""
-    if spec.pbt is not None:
-        return {"pbt.population": spec.pbt["population"], "seeds": spec.seeds}
-    return {"grid": math.prod(len(values) for values in spec.grid.values()),
-            "random.trials": spec.random.get("trials", 1), "seeds": spec.seeds}
-
-
-def check_memory(spec, size: RunSize) -> None:
-    """Refuse a sweep (`spec`, a `sweep.SweepSpec`) whose runs, each of `size` at least, cannot
-    fit in memory however they are chunked (`memory_shortfall`): a ResourceError naming the
-    option to lower (of the factors of the number of runs, seeds, pbt.population, random.trials
-    and the grid's points, and the evaluation's episodes: the one that needs the smallest cut)
-    and the largest value of it that could fit; "runs" where one run alone does not fit."""
-    sizes = _sizes(spec)
-    short = memory_shortfall(size.need(spec.eval_episodes), math.prod(sizes.values()))
+def check_memory(factors: dict[str, tuple[int, str]], eval_episodes: int, size: RunSize) -> None:
+    """Refuse a sweep whose runs, each of `size` at least, cannot fit in memory however they are
+    chunked (`memory_shortfall`): a ResourceError naming the option to lower and the largest value
+    of it that could fit; "runs" where one run alone does not fit. `factors` (a kind's: name ->
+    (value, where it is set)) multiply to the number of runs; of them and the evaluation's
+    episodes, the option named is the one that needs the smallest cut."""
+    sizes = {name: value for name, (value, _) in factors.items()}
+    short = memory_shortfall(size.need(eval_episodes), math.prod(sizes.values()))
     if short is None:
         return
     if memory_shortfall(size.need(0), 1) is not None:
         raise ResourceError("runs", math.prod(sizes.values()), f"{short}; one run alone does not fit: use fewer "
                             f"environments (num_envs), steps (num_steps) or updates, or a smaller network")
-    options = {**sizes, "eval_episodes": spec.eval_episodes}
+    options = {**sizes, "eval_episodes": eval_episodes}
+    where = {**{name: text for name, (_, text) in factors.items()}, "eval_episodes": EVAL_EPISODES_OPTION}
 
     def fits(name: str, value: int) -> bool:
         changed = {**options, name: value}
@@ -181,7 +171,7 @@ def check_memory(spec, size: RunSize) -> None:
     most = {name: _largest(lambda n, name=name: fits(name, n), value)
             for name, value in options.items() if value > (0 if name == "eval_episodes" else 1)}
     name = max(most, key=lambda name: most[name] / options[name])
-    raise ResourceError(name, options[name], f"{short}; at most {most[name]} could fit ({_OPTIONS[name]})")
+    raise ResourceError(name, options[name], f"{short}; at most {most[name]} could fit ({where[name]})")
 
 
 def _largest(fits: Callable[[int], bool], above: int) -> int:

@@ -1,35 +1,22 @@
-"""A sweep planned before anything is created or compiled: its points (grid x random trials,
-or a PBT population's first members), every point's config checked, the points grouped by
+"""A sweep planned before anything is created or compiled: its kind's points (`kinds`: grid x
+random trials, or a kind's own), every point's config checked, the points grouped by
 their static fields (one compiled program per group), each group through the gate once (one
 environment, one network check), its run sets (the epochs each scans), and the memory bound."""
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 
 from purejaxppo.config import FIELDS as _FIELDS, STATIC_FIELDS, ConfigError, PPOConfig, check_fields
+from purejaxppo.experiments import kinds
 from purejaxppo.experiments.memory import KEY_AND_HPARAMS, RunSize, check_memory, run_size
-from purejaxppo.experiments.pbt import check_interval, initial_points
-from purejaxppo.experiments.search import draw
 from purejaxppo.experiments.spec import SweepSpec
 from purejaxppo.gate import Bundle, gate
 
 
-def _draw(spec: SweepSpec) -> list[dict]:
-    if not spec.random:
-        return [{}]
-    return draw({k: v for k, v in spec.random.items() if k != "trials"}, spec.random["trials"], spec.random_seed)
-
-
 def expand(spec: SweepSpec) -> list[dict]:
-    """The swept points: grid product × random trials (each a dict of overridden keys); a
-    PBT sweep's: its members' initial hyperparameters."""
-    if spec.pbt is not None:
-        return initial_points(spec.pbt, spec.random_seed)
-    keys = list(spec.grid)
-    grid_points = [dict(zip(keys, combo)) for combo in itertools.product(*(spec.grid[k] for k in keys))]
-    return [{**g, **r} for g in grid_points for r in _draw(spec)]
+    """The swept points of `spec`'s kind (each a dict of overridden keys): `Kind.points`."""
+    return kinds.of(spec).points(spec)
 
 
 @dataclasses.dataclass
@@ -57,6 +44,7 @@ class Plan:
 
     base: PPOConfig
     spec: SweepSpec
+    kind: kinds.Kind                   # what runs (its points, its schedule, its results)
     points: list[dict]                 # swept values of each point
     configs: list[PPOConfig]           # each point's checked config
     groups: list[Group]
@@ -66,8 +54,9 @@ class Plan:
         return len(self.points) * self.spec.seeds
 
 
-def plan(base: PPOConfig, spec: SweepSpec) -> Plan:
-    """Every point's config, checked, and the static groups: the sweep's gate, before
+def plan(base: PPOConfig, spec: SweepSpec, kind: kinds.Kind | None = None) -> Plan:
+    """`kind`'s points of `spec` (default: `kinds.of(spec)`), every point's config, checked, and
+    the static groups: the sweep's gate, before
     anything is created or compiled. The sweep's size is checked against the memory first,
     before any point is drawn (`check_memory`). The fields of every point are checked; then
     each group passes the gate once (`gate.gate`: its environment built, its network checked;
@@ -86,12 +75,13 @@ def plan(base: PPOConfig, spec: SweepSpec) -> Plan:
             sizes[_static_key(cfg)] = run_size(bundle_of(cfg))
         return sizes[_static_key(cfg)]
 
-    # before any point is drawn: where every swept key is traced (a PBT's always), every run is
-    # of the base's size; else (static keys make groups of their own) of what any run holds
-    swept = [*spec.grid, *spec.random, *(spec.pbt["hyperparameters"] if spec.pbt is not None else ())]
-    traced = all(_FIELDS[key].traced for key in swept if key != "trials")
-    check_memory(spec, size_of(base) if traced else RunSize(KEY_AND_HPARAMS, 0, 0))
-    points = expand(spec)
+    kind = kinds.of(spec) if kind is None else kind
+    factors = kind.factors(spec)
+    # before any point is drawn: where every swept key is traced, every run is of the base's size;
+    # else (static keys make groups of their own) of what any run holds
+    traced = all(_FIELDS[key].traced for key in kind.swept(spec))
+    check_memory(factors, spec.eval_episodes, size_of(base) if traced else RunSize(KEY_AND_HPARAMS, 0, 0))
+    points = kind.points(spec)
     base_values = base.to_dict()
 
     def in_point(check, point):
@@ -116,11 +106,10 @@ def plan(base: PPOConfig, spec: SweepSpec) -> Plan:
         group.set_bundles = {epochs: bundle.for_config(dataclasses.replace(configs[members[0]], max_epochs=epochs))
                              for epochs, members in group.run_sets.items()}
         group.config = dataclasses.replace(group.config, max_epochs=max(group.run_sets))
-    if spec.pbt is not None:  # every member explores traced keys only: one group, one run set
-        check_interval(spec.pbt, configs[0].num_updates)
+    kind.check_plan(spec, configs)
     smallest = RunSize(*map(min, zip(*(size_of(group.config) for group in groups.values()))))
-    check_memory(spec, smallest)  # a bound from below for every run, of any group
-    return Plan(base, spec, points, configs, list(groups.values()))
+    check_memory(factors, spec.eval_episodes, smallest)  # a bound from below for every run, of any group
+    return Plan(base, spec, kind, points, configs, list(groups.values()))
 
 
 def _static_key(cfg: PPOConfig) -> tuple:

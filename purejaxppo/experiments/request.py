@@ -16,6 +16,7 @@ from typing import NamedTuple
 from purejaxppo import configs
 from purejaxppo.config import ConfigError, check_fields, config_values, count, parse_override, read_yaml
 from purejaxppo.errors import NO_VALUE
+from purejaxppo.experiments import kinds
 from purejaxppo.experiments.experiment import Experiment
 from purejaxppo.experiments.folder import RunFolder
 from purejaxppo.experiments.plan import Plan, plan
@@ -93,13 +94,14 @@ def run_request(args, saved: Experiment | None = None) -> tuple[Experiment, str 
     if saved is not None:
         saved_spec = {k: v for k, v in saved.spec.to_dict().items() if v or k != "grid"}  # a train run's grid is {}
     overrides = dict(parse_override(item) for item in args.set)
-    field = "config" if args.command == "train" else "spec"
-    given = args.config if args.command == "train" else args.spec
+    train = args.command == "train"  # a config file (train), or a sweep file
+    field = "config" if train else "spec"
+    given = args.config if train else args.spec
     if given is None and not saved:
         raise ConfigError(field, NO_VALUE,
                           f"give a {'YAML config' if args.command == 'train' else 'sweep YAML'} (or --resume DIR)")
     with as_file(source(given, field), field) as path:
-        if args.command == "train":
+        if train:
             if path and "sweep" in read_yaml(path):
                 raise ConfigError("config", given, f"is a sweep file (it has a sweep: section): run it with "
                                   f"purejaxppo sweep {shlex.quote(given)}")
@@ -151,4 +153,5 @@ def plan_command(args) -> Request:
         experiment, line = run_request(args, saved)
         folder.check_resume(saved, experiment)
     check_seeds("--seed", experiment.first_seed, experiment.spec.seeds)  # the seeds a sweep file gives, too
-    return Request(experiment, plan(experiment.config, experiment.spec), folder, line)
+    kind = kinds.of(experiment.spec, experiment.command)  # the one place a run's kind is picked
+    return Request(experiment, plan(experiment.config, experiment.spec, kind), folder, line)

@@ -204,7 +204,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     saved already, and they all stop (a resume evaluates again).
     `on_group(g, runs)` is called before group g compiles.
 
-    `between` (PBT's `pbt.Population`) runs after each chunk: `between(sets, states, metrics
+    `between` (a kind's step between chunks: `kinds.Schedule`) runs after each chunk: `between(sets, states, metrics
     of the chunk, updates_done) -> states`; it may replace each set's `hparams` and
     `run_configs` (the next chunk runs with them, checkpoints save them); `between.meta()`
     is saved with every checkpoint, and on resume `between.restore(meta, sets)` reads it.

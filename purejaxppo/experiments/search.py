@@ -1,5 +1,5 @@
-"""Distributions of a random search (`sweep: random:`) and of PBT's initial population
-(`sweep: pbt: hyperparameters:`): one syntax, checked and drawn here.
+"""Distributions of a random search (`sweep: random:`) and of a kind's own draws (its initial
+points: kinds/): one syntax, checked and drawn here.
 
     lr: {loguniform: [1.0e-4, 1.0e-3]}      # low > 0, low < high
     ent_coef: {uniform: [0.0, 0.02]}        # low < high

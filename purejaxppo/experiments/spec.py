@@ -1,6 +1,7 @@
 """A sweep's specification: the `sweep:` section of a sweep file (grid, seeds, random search,
-threshold, evaluation episodes, diagnosis thresholds, or a PBT section), checked; a sweep
-file read (`load_sweep`), and the command line's --grid options (`parse_grid_option`)."""
+threshold, evaluation episodes, diagnosis thresholds, and a kind's own section: `kinds.KEYED`),
+checked; a sweep file read (`load_sweep`), and the command line's --grid options
+(`parse_grid_option`)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from purejaxppo.config import (FIELDS as _FIELDS, ConfigError, PPOConfig, check_
                                read_yaml, suggest)
 from purejaxppo.errors import NO_VALUE, integer
 from purejaxppo.experiments.diagnosis import DIAGNOSIS_DEFAULTS
-from purejaxppo.experiments.pbt import make_pbt
+from purejaxppo.experiments import kinds
 from purejaxppo.experiments.search import check_distribution, is_number
 
-SWEEP_KEYS = ("grid", "seeds", "random", "random_seed", "threshold", "eval_episodes", "diagnosis", "pbt", "rank_by")
+SWEEP_KEYS = ("grid", "seeds", "random", "random_seed", "threshold", "eval_episodes", "diagnosis", *kinds.KEYED,
+              "rank_by")
 # what a sweep's summary ranks its points on (report.sweep.RANKED): the final policy's return on fresh
 # episodes, greedy (the default) or sampled, or the training return of the last update
 RANK_BY = ("eval", "eval_stochastic", "train")
@@ -33,12 +35,17 @@ class SweepSpec:
     threshold: float | None = None
     eval_episodes: int = 64
     diagnosis: Mapping[str, float] = dataclasses.field(default_factory=dict)
-    pbt: Mapping[str, Any] | None = None   # population-based training (experiments.pbt): its checked section
     rank_by: str = "eval"                  # what the summary ranks on (RANK_BY)
+    kind: str | None = None                # the key of a kind's own section (kinds.KEYED), or None
+    section: Mapping[str, Any] | None = None  # ... that section, checked by its kind
 
     def to_dict(self) -> dict[str, Any]:
-        """As plain YAML/JSON values (it reloads with make_spec)."""
-        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in dataclasses.asdict(self).items()}
+        """As plain YAML/JSON values (it reloads with make_spec): every kind's key, None but its own."""
+        values = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in dataclasses.asdict(self).items()
+                  if k not in ("kind", "section")}
+        rank_by = values.pop("rank_by")
+        return {**values, **{key: self.section if key == self.kind else None for key in kinds.KEYED},
+                "rank_by": rank_by}
 
     @classmethod
     def with_defaults(cls, saved: Mapping[str, Any]) -> dict[str, Any]:
@@ -145,13 +152,13 @@ def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None
     if rank_by != "train" and eval_episodes == 0:
         raise ConfigError("sweep.rank_by", rank_by, "ranks on the final policy's evaluation, but eval_episodes is 0: "
                           "give eval_episodes of at least 1, or rank_by: train")
-    pbt = None
-    if section.get("pbt") is not None:
-        pbt = make_pbt(section["pbt"])
-        if full_grid or random:
-            raise ConfigError("sweep.pbt", NO_VALUE, f"is given with {'grid:' if full_grid else 'random:'}; PBT draws "
-                              "its own population (pbt: hyperparameters:): give one of them")
-    return SweepSpec(full_grid, n_seeds, random, random_seed, threshold, eval_episodes, diagnosis, pbt, rank_by)
+    given = [key for key in kinds.KEYED if section.get(key) is not None]
+    if len(given) > 1:
+        raise ConfigError(f"sweep.{given[1]}", NO_VALUE, f"is given with {given[0]}:; give one of them")
+    kind = given[0] if given else None
+    checked = kinds.KEYED[kind].parse(section[kind], full_grid, random) if kind else None
+    return SweepSpec(full_grid, n_seeds, random, random_seed, threshold, eval_episodes, diagnosis, rank_by, kind,
+                     checked)
 
 
 def load_sweep(path: str | Path, overrides: Mapping[str, Any] | None = None, *, grid=None,

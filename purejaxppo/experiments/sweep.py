@@ -15,7 +15,7 @@ A sweep file is an ordinary config (flat `PPOConfig` keys) plus a `sweep:` secti
       eval_episodes: 64             # final policy on fresh episodes, greedy and sampled (0: off)
       rank_by: eval                 # what the summary ranks on: eval (default), eval_stochastic, train
       diagnosis: {under_used_below: 0.02, over_used_above: 0.2, over_used_by_epoch: 3}
-      pbt: {...}                    # in place of grid/random: population-based training (experiments.pbt)
+      <kind>: {...}                 # a kind's own section in place of grid/random (experiments.kinds)
 
 Every run's config is checked before anything compiles, and the sweep's size against the
 memory before any point is drawn (`check_memory`). Runs whose static fields
@@ -35,15 +35,13 @@ from typing import Any, Callable, Mapping
 import jax
 import numpy as np
 
-from purejaxppo.config import HPARAM_FIELDS, ConfigError, HParams, PPOConfig
-from purejaxppo.errors import NO_VALUE, integer
+from purejaxppo.config import HPARAM_FIELDS, HParams, PPOConfig
+from purejaxppo.errors import integer
 from purejaxppo.experiments.checkpoint import Checkpoints
-from purejaxppo.experiments.pbt import Population
 from purejaxppo.experiments.plan import Group, Plan, expand, plan, run_index  # noqa: F401 (sweeps' names, here too)
 from purejaxppo.experiments.runs import RunSet, Timings, execute, finite_runs
 from purejaxppo.experiments.spec import (SweepSpec, check_seeds, load_sweep, make_spec,  # noqa: F401 (here too)
                                          parse_grid_option)
-from purejaxppo.experiments.strategy import strategy_of
 from purejaxppo.train import TrainResult
 
 
@@ -65,12 +63,12 @@ class SweepResult:
     spec: SweepSpec
     base: PPOConfig
     timings: Timings
-    population: Population | None = None  # a PBT sweep's: its lineage and step timings
+    between: Any = None  # its kind's step between chunks (`kinds.Schedule.between`), as it ended; or None
 
     @property
     def lineage(self) -> list[dict] | None:
-        """A PBT sweep's lineage (pbt.csv): one row per run per interval; None for other sweeps."""
-        return None if self.population is None else self.population.lineage
+        """The lineage its kind's step kept (one row per run per interval); None if none."""
+        return getattr(self.between, "lineage", None)
 
     def __post_init__(self):
         # run k -> (its run set's name, its place on that set's run axis)
@@ -138,22 +136,6 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
     return run_plan(plan(cfg, spec), **options)
 
 
-def pbt(cfg: PPOConfig, section: Mapping[str, Any] | None = None, seeds: int | None = None, *,
-        spec: SweepSpec | None = None, **options) -> SweepResult:
-    """Population-based training of `cfg`: `section` is a `pbt:` section (population,
-    interval, hyperparameters, exploit, explore, fitness; experiments.pbt), `seeds` the
-    independent populations; or `spec`, a whole `sweep:` section with its `pbt:`. The
-    options are `run_plan`'s. The result's `lineage` is pbt.csv's rows; `run_sets[0]
-    .run_configs` each member's final hyperparameters."""
-    if spec is None:
-        spec = make_spec({"pbt": section, "seeds": 1 if seeds is None else seeds})
-    elif section is not None or seeds is not None:
-        raise TypeError("give either spec or section/seeds")
-    if spec.pbt is None:
-        raise ConfigError("sweep.pbt", NO_VALUE, "is missing: a PBT run needs a pbt: section")
-    return run_plan(plan(cfg, spec), **options)
-
-
 def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = None,
              on_group: Callable[[int, int, Group, int], None] | None = None,
              checkpoints: Checkpoints | None = None, checkpoint_every: int | None = None, resume: bool = False,
@@ -169,9 +151,9 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
     newest complete checkpoint. `progress(updates_done, episode_return)` is called on the
     host per run after each chunk of updates (`runs.execute`).
 
-    A PBT sweep (`spec.pbt`) runs in chunks of its interval, the exploit/explore step between
-    them (`pbt.Population`); with `checkpoints`, one is saved after every `checkpoint_every`
-    intervals (default: every interval)."""
+    The plan's kind gives the schedule (`Kind.schedule`): a kind with a step between chunks
+    runs in chunks of its own, and says how
+    `checkpoint_every` counts them."""
     spec, points, configs, groups = planned.spec, planned.points, planned.configs, planned.groups
     for name, value in (("max_parallel", max_parallel), ("checkpoint_every", checkpoint_every)):
         if value is not None:
@@ -195,16 +177,16 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
         if on_group is not None:
             on_group(g, len(groups), groups[g], runs)
 
-    schedule = strategy_of(spec).schedule(spec, first_seed, checkpoint_every)
-    population = schedule.between
+    schedule = planned.kind.schedule(spec, first_seed, checkpoint_every)
+    between = schedule.between
     outputs, timings = execute(run_sets, eval_episodes=spec.eval_episodes, chunk_updates=schedule.chunk_updates,
                                max_parallel=max_parallel, progress=progress, checkpoints=checkpoints, meta=meta,
                                resume=resume, checkpoint_chunks=schedule.checkpoint_chunks, on_group=group_starts,
-                               between=population, restore_from=restore_from)
-    if population is not None:  # its step compiles at its first call, inside the run's time: count it as a compile
+                               between=between, restore_from=restore_from)
+    if between is not None:  # its step compiles at its first call, inside the run's time: count it as a compile
         timings.compiles += 1
-        timings.compile_seconds += population.compile_seconds
-        timings.run_seconds -= population.compile_seconds
+        timings.compile_seconds += between.compile_seconds
+        timings.run_seconds -= between.compile_seconds
 
     runs = [{"point": i, "seed": first_seed + s, **points[i]} for i in range(len(points)) for s in range(spec.seeds)]
     diverged = np.zeros(planned.runs, bool)
@@ -219,4 +201,4 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
         finite_loss = np.all(np.isfinite(out.metrics["total_loss"]), axis=1)
         diverged[run_set.runs] = ~(finite_params & finite_loss)
     return SweepResult(points, configs, runs, [s for sets in run_sets for s in sets], outputs, diverged, len(groups),
-                       timings.compile_seconds, timings.run_seconds, spec, planned.base, timings, population)
+                       timings.compile_seconds, timings.run_seconds, spec, planned.base, timings, between)

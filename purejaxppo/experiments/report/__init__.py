@@ -8,12 +8,10 @@ One module per result type, over two shared ones (each imports only those below 
     run.py     one run (several seeds of one config): summarize, summary lines, run-time warnings;
                a folder's evaluation (eval): its summary and histogram
     sweep.py   a sweep: a row per grid point ranked on `rank_by`, markdown, CSV, heatmaps (uses run.py's counts)
-    pbt.py     a PBT sweep: schedule, summary, markdown, plots (uses sweep.py's metrics.csv)
     plots.py   matplotlib pieces: pyplot, curve_with_band, smoothing_legend, text_colour, finish_plot, figure_bytes
     text.py    json_text, format_mean_se, metric_rows, csv_text
 """
 
-from purejaxppo.experiments.report.pbt import pbt_artefacts, pbt_markdown, pbt_plots, pbt_schedule, pbt_summary
 from purejaxppo.experiments.report.plots import (curve_with_band, figure_bytes, finish_plot, pyplot, smoothing_legend,
                                                  text_colour)
 from purejaxppo.experiments.report.run import (EVAL_MODE_NAMES, SUMMARY_ROWS, evaluation_summary, histogram,
@@ -27,7 +25,7 @@ from purejaxppo.experiments.report.text import CLIP_CASE_NAMES, csv_text, format
 __all__ = ["CLIP_CASE_NAMES", "EVAL_MODE_NAMES", "RANKED", "SUMMARY_ROWS", "csv_text", "curve_with_band",
            "evaluation_summary", "figure_bytes", "finish_plot", "format_mean_se", "heatmap_cells", "heatmap_grid",
            "histogram", "json_text", "kept_runs", "metric_rows", "ranked_on", "seed_notes", "text_colour",
-           "pbt_artefacts", "pbt_markdown", "pbt_plots", "pbt_schedule", "pbt_summary", "plot_learning_curve",
+           "plot_learning_curve",
            "pyplot", "run_artefacts", "run_time_counts", "run_time_warnings", "show_value", "smoothing_legend",
            "summarize", "summary_lines", "summary_markdown", "sweep_artefacts", "sweep_markdown",
            "sweep_metrics_csv", "sweep_plots", "sweep_summary"]

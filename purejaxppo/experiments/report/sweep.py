@@ -213,8 +213,7 @@ def sweep_metrics_csv(result, swept: list[str]) -> str:
 def sweep_artefacts(result, rows: list[dict], swept: list[str]) -> list[tuple[str, Callable[[], str | bytes]]]:
     """(file name, function making its contents) for a sweep's results: metrics.csv (a row per
     run per update), summary.md / summary.csv (a row per point, `rows` of `sweep_summary`), the
-    plots (`sweep_plots`); `swept`: the swept keys (sweep.swept_keys). A PBT sweep's are
-    `pbt_artefacts`."""
+    plots (`sweep_plots`); `swept`: the swept keys (kinds.base.swept_keys)."""
     def summary_csv():
         columns = list(rows[0])
         return csv_text([columns] + [

@@ -10,9 +10,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from purejaxppo.experiments import stats
-from purejaxppo.experiments.report.plots import figure_bytes, pyplot
-from purejaxppo.experiments.report.sweep import sweep_metrics_csv
-from purejaxppo.experiments.report.text import csv_text, format_mean_se, json_text
+from purejaxppo.experiments.report import csv_text, figure_bytes, format_mean_se, json_text, pyplot, sweep_metrics_csv
 
 
 def pbt_schedule(lineage: list[dict], run: int) -> list[dict]:
@@ -45,7 +43,7 @@ def pbt_summary(result) -> dict[str, Any]:
     (`per_run`), their mean ± s.e. and median. `best`: the first-ranked member (the lowest run
     among those tied) with its schedule (`pbt_schedule`); `best_tied`: the runs of every
     member ranked 1."""
-    lineage, names = result.lineage, list(result.spec.pbt["hyperparameters"])
+    lineage, names = result.lineage, list(result.spec.section["hyperparameters"])
     last = max(r["interval"] for r in lineage)
     final = {r["run"]: r for r in lineage if r["interval"] == last}
     members = []
@@ -72,8 +70,8 @@ def pbt_summary(result) -> dict[str, Any]:
     best = min(members, key=lambda m: (m["rank"], m["run"]))
     cfg, spec = result.configs[0], result.spec
     summary: dict[str, Any] = {
-        "env": result.base.env, "populations": spec.seeds, "population": spec.pbt["population"],
-        "interval": spec.pbt["interval"], "intervals": last + 1, "batch_size": cfg.batch_size,
+        "env": result.base.env, "populations": spec.seeds, "population": spec.section["population"],
+        "interval": spec.section["interval"], "intervals": last + 1, "batch_size": cfg.batch_size,
         "explored": names, "exploit_events": sum(r["copied_from"] != r["member"] for r in lineage),
         "diverged": int(np.sum(result.diverged)),
         "eval_return": {**_eval_numbers(greedy), "median": float(np.median(greedy)) if greedy.size else math.nan,
@@ -81,10 +79,10 @@ def pbt_summary(result) -> dict[str, Any]:
                                     for m in members]},
         "threshold": spec.threshold, "members": members,
         "best": {**best, "schedule": pbt_schedule(lineage, best["run"])},
-        "best_tied": [m["run"] for m in members if m["rank"] == 1], "min_gap": spec.pbt.get("min_gap"),
+        "best_tied": [m["run"] for m in members if m["rank"] == 1], "min_gap": spec.section.get("min_gap"),
         "steps_per_second": len(result.runs) * cfg.num_updates * cfg.batch_size / result.run_seconds,
         "run_seconds": result.run_seconds, "compile_seconds": result.compile_seconds,
-        "step_seconds": float(sum(result.population.step_seconds))}
+        "step_seconds": float(sum(result.between.step_seconds))}
     if spec.threshold is not None:
         summary["at_threshold"] = int(np.sum(greedy >= spec.threshold))
     return summary
@@ -208,7 +206,7 @@ def pbt_plots(result, summary: Mapping[str, Any]) -> list[tuple[str, Callable[[]
         fig.tight_layout()
         return figure_bytes(fig, 110)
 
-    dists = result.spec.pbt["hyperparameters"]
+    dists = result.spec.section["hyperparameters"]
     plots = [(f"pbt_{name}.png", lambda name=name: over_training(
         name, name, "loguniform" in dists[name], f"{summary['env']}: {name} over training, per member"))
         for name in summary["explored"]]

@@ -1,0 +1,30 @@
+"""Kinds of experiment, as plug-ins (`base.Kind` says what each answers):
+
+    train   the train command: one config over seeds           kinds/train.py
+    grid    a sweep's grid and random points over seeds         kinds/grid.py
+    pbt     population-based training (sweep: pbt:)            kinds/pbt.py
+
+A sweep section names its kind by the kind's own key (`KEYED`); one with none is a grid (and
+random) sweep. `of(spec, command)` is the one place a kind is picked.
+"""
+
+from __future__ import annotations
+
+from purejaxppo.experiments.kinds.base import Kind, Schedule
+from purejaxppo.experiments.kinds.grid import Grid
+from purejaxppo.experiments.kinds.pbt import Pbt
+from purejaxppo.experiments.kinds.train import Train
+
+# a sweep section's key -> the kind it selects
+KEYED: dict[str, Kind] = {kind.key: kind for kind in (Pbt(),)}
+GRID, TRAIN = Grid(), Train()
+
+__all__ = ["GRID", "KEYED", "TRAIN", "Grid", "Kind", "Pbt", "Schedule", "Train", "of"]
+
+
+def of(spec, command: str = "sweep") -> Kind:
+    """The kind of a run of `spec` by `command` (train: one config over seeds; its spec has no
+    kind's section)."""
+    if spec.kind is not None:
+        return KEYED[spec.kind]
+    return TRAIN if command == "train" else GRID
