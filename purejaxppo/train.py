@@ -80,7 +80,17 @@ class TrainResult:
     state: LearnerState
     metrics: dict  # name -> [num_updates, ...]; see docs/metrics.md
     evaluation: dict  # final policy on fresh episodes: {"deterministic", "stochastic"} -> returns [episodes]
-                      # (NaN: did not end), "<mode>_no_action_steps" -> [episodes] (see evaluate.evaluate_episodes)
+                      # (NaN: did not end), and "<mode>_<field>" -> [episodes] for each of EVAL_FIELDS
+
+
+# what an evaluation records of each episode besides its return (`evaluate.evaluate_episodes`'s fields)
+EVAL_FIELDS = ("length", "time_limit", "no_action_steps")
+
+
+def evaluation_record(mode: str, episodes: dict) -> dict:
+    """`Learner.evaluate_episodes`'s output for evaluation mode `mode` as `TrainResult.evaluation`
+    holds it: its returns under `mode`, each other field under "<mode>_<field>"."""
+    return {mode: episodes["return"], **{f"{mode}_{field}": episodes[field] for field in EVAL_FIELDS}}
 
 
 def make_optimizer(max_grad_norm, learning_rate) -> optax.GradientTransformation:
@@ -319,9 +329,8 @@ def make_train(cfg: PPOConfig | Bundle, eval_episodes: int = 0, network=None):
         evaluation = {}
         if eval_episodes:
             for name, deterministic in EVAL_MODES.items():
-                done = learner.evaluate_episodes(state, eval_episodes, deterministic)
-                evaluation[name] = done["return"]
-                evaluation[f"{name}_no_action_steps"] = done["no_action_steps"]
+                evaluation.update(evaluation_record(name, learner.evaluate_episodes(state, eval_episodes,
+                                                                                    deterministic)))
         return TrainResult(state, metrics, evaluation)
 
     return train

@@ -2,6 +2,7 @@
 once, however many layers (plan, memory bound, learners, run folder, evaluation) it passes."""
 
 import collections
+import json
 
 import pytest
 
@@ -37,14 +38,21 @@ def counted(monkeypatch):
     pytest.param(["--set", "network=user_networks:two_towers"], id="user's",
                  marks=pytest.mark.slow)])  # a training program of its own: run by .ci/run after the default suite
 def test_a_train_run_and_its_evaluation_build_the_env_once_and_check_the_network_once(
-        counted, tmp_path, monkeypatch, network):
+        counted, tmp_path, monkeypatch, capsys, network):
     monkeypatch.syspath_prepend(str(__import__("pathlib").Path(__file__).parent))  # user_networks
     run = tmp_path / "run"
     assert cli.main(["train", *CARTPOLE_RUN, *network, "--out", str(run)]) == 0  # the shared training's programs
     assert dict(counted) == {"env": 1, "network": 1}
     counted.clear()
-    assert cli.main(["eval", str(run), "--episodes", "2"]) == 0
+    capsys.readouterr()
+    assert cli.main(["eval", str(run), "--episodes", "2", "--json"]) == 0
     assert dict(counted) == {"env": 1, "network": 1}
+    # ... and the run's own final evaluation reports each run as eval does: the same fields, the same runs
+    evaluated = json.loads(capsys.readouterr().out)["runs"]
+    own = json.loads((run / "summary.json").read_text())["runs"]
+    assert [sorted(row) for row in own] == [sorted(row) for row in evaluated] and len(own) == 2
+    assert [(row["run"], row["seed"], row["step"]) for row in own] == [(r["run"], r["seed"], r["step"]) for r in evaluated]
+    assert all(row["mean_length"] >= 1 and len(row["returns"]) == 2 for row in own)  # CARTPOLE_RUN: 2 episodes
 
 
 @pytest.mark.slow  # two groups compile their programs: run by .ci/run after the default suite

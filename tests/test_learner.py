@@ -24,6 +24,10 @@ TINY = TINY_CARTPOLE
 # run-time counts the reference file predates (tests/test_runtime_counts.py)
 COUNTED_SINCE = ("metrics/no_action_steps", "metrics/overlong_episodes",
                  "evaluation/deterministic_no_action_steps", "evaluation/stochastic_no_action_steps")
+# what the final evaluation has recorded of each episode since the file was written: its length and
+# whether the time limit ended it (train.EVAL_FIELDS)
+RECORDED_SINCE = tuple(f"evaluation/{mode}_{field}" for mode in ("deterministic", "stochastic")
+                       for field in ("length", "time_limit"))
 
 
 def flat(result):
@@ -49,9 +53,14 @@ def test_train_keeps_the_numbers_saved_before_the_learner_state(case):
     reference = np.load(Path(__file__).parent / "data" / "train_reference.npz")
     got = flat(jax.jit(ppo.make_train(ppo.make_config(CASES[case]), eval_episodes=4))(jax.random.PRNGKey(3)))
     names = [n[len(case) + 1:] for n in reference.files if n.startswith(case + "/")]
-    assert set(got) - set(names) == set(COUNTED_SINCE) and set(names) <= set(got)
+    assert set(got) - set(names) == set(COUNTED_SINCE) | set(RECORDED_SINCE) and set(names) <= set(got)
     for name in COUNTED_SINCE:  # none of the cases has a mask that allows nothing, or an episode past its limit
         assert not np.any(got[name]), name
+    for mode in ("deterministic", "stochastic"):  # every episode lasts a step at least; CartPole pays 1 a step
+        assert got[f"evaluation/{mode}_length"].shape == got[f"evaluation/{mode}"].shape
+        assert np.all(got[f"evaluation/{mode}_length"] >= 1)
+        if case == "cartpole":
+            np.testing.assert_array_equal(got[f"evaluation/{mode}_length"], got[f"evaluation/{mode}"])
     for name in names:
         expected = reference[f"{case}/{name}"]
         if name.startswith("evaluation") and case == "pendulum":

@@ -41,7 +41,7 @@ from purejaxppo.errors import ResourceError
 from purejaxppo.experiments.hosts import agreed_stop, process_count
 from purejaxppo.experiments.parallel import ShardedRunSets, small_to_writer
 from purejaxppo.gate import Bundle
-from purejaxppo.train import EVAL_MODES, Learner, TrainResult
+from purejaxppo.train import EVAL_MODES, Learner, TrainResult, evaluation_record
 
 PROGRESS_POINTS = 25  # progress reports per run, from the host (measured: benchmarks/logging_overhead.py)
 
@@ -148,7 +148,8 @@ class _Programs:
     def evaluation(self) -> list[dict]:
         """Every set's final policies on fresh episodes, greedy and sampled, per set:
         {"deterministic": returns [n, episodes] (NaN: an episode that did not end),
-        "deterministic_no_action_steps": [n, episodes], and so for "stochastic"}."""
+        "deterministic_<field>": [n, episodes] for each of `train.EVAL_FIELDS`, and so for
+        "stochastic"} (`train.evaluation_record`)."""
         modes = {name: wait_ready(self.evaluate([(state, np.full(len(s.runs), deterministic))
                                                  for s, state in zip(self.sets, self.states)], held=self.held),
                                   numpy=not self.held)
@@ -159,8 +160,8 @@ class _Programs:
         per_set = []
         for i in range(len(self.sets)):
             found = {name: outs[i] for name, outs in modes.items() if outs[i] is not None}
-            per_set.append({**{name: out["return"] for name, out in found.items()},
-                            **{f"{name}_no_action_steps": out["no_action_steps"] for name, out in found.items()}})
+            per_set.append({key: value for name, out in found.items()
+                            for key, value in evaluation_record(name, out).items()})
         return per_set
 
     def metrics_so_far(self) -> list:

@@ -23,6 +23,8 @@ class Train(Kind):
                                    run_seconds=result.run_seconds, compile_seconds=result.compile_seconds,
                                    evaluation=runs.evaluation, diverged=result.diverged, env=base.env,
                                    max_episode_steps=result.run_sets[0].bundle.env.max_episode_steps)
+        summary["runs"] = report.evaluation_rows([{"run": j, "seed": seed} for j, seed in enumerate(seeds)],
+                                                 base.num_updates, runs.evaluation)  # as `eval --json` has them
         finished = folder.write_results(report.run_artefacts(base, runs.metrics, summary, seeds))
         table = Table(title=f"{base.env}, mean ± s.e. over {len(seeds)} seed(s)")
         table.add_column("metric")

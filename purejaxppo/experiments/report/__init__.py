@@ -14,18 +14,17 @@ One module per result type, over two shared ones (each imports only those below 
 
 from purejaxppo.experiments.report.plots import (curve_with_band, figure_bytes, finish_plot, pyplot, smoothing_legend,
                                                  text_colour)
-from purejaxppo.experiments.report.run import (EVAL_MODE_NAMES, SUMMARY_ROWS, evaluation_summary, histogram,
-                                               plot_learning_curve, run_artefacts, run_time_counts,
+from purejaxppo.experiments.report.run import (EVAL_MODE_NAMES, SUMMARY_ROWS, evaluation_rows, evaluation_summary,
+                                               histogram, plot_learning_curve, run_artefacts, run_time_counts,
                                                run_time_warnings, summarize, summary_lines, summary_markdown)
 from purejaxppo.experiments.report.sweep import (RANKED, heatmap_cells, heatmap_grid, kept_runs, ranked_on,
                                                  seed_notes, show_value, sweep_artefacts, sweep_markdown,
                                                  sweep_metrics_csv, sweep_plots, sweep_summary)
 from purejaxppo.experiments.report.text import CLIP_CASE_NAMES, csv_text, format_mean_se, json_text, metric_rows
 
-__all__ = ["CLIP_CASE_NAMES", "EVAL_MODE_NAMES", "RANKED", "SUMMARY_ROWS", "csv_text", "curve_with_band",
+__all__ = ["CLIP_CASE_NAMES", "csv_text", "curve_with_band", "EVAL_MODE_NAMES", "evaluation_rows",
            "evaluation_summary", "figure_bytes", "finish_plot", "format_mean_se", "heatmap_cells", "heatmap_grid",
-           "histogram", "json_text", "kept_runs", "metric_rows", "ranked_on", "seed_notes", "text_colour",
-           "plot_learning_curve",
-           "pyplot", "run_artefacts", "run_time_counts", "run_time_warnings", "show_value", "smoothing_legend",
-           "summarize", "summary_lines", "summary_markdown", "sweep_artefacts", "sweep_markdown",
-           "sweep_metrics_csv", "sweep_plots", "sweep_summary"]
+           "histogram", "json_text", "kept_runs", "metric_rows", "plot_learning_curve", "pyplot", "RANKED",
+           "ranked_on", "run_artefacts", "run_time_counts", "run_time_warnings", "seed_notes", "show_value",
+           "smoothing_legend", "summarize", "summary_lines", "summary_markdown", "SUMMARY_ROWS", "sweep_artefacts",
+           "sweep_markdown", "sweep_metrics_csv", "sweep_plots", "sweep_summary", "text_colour"]

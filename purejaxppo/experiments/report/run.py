@@ -173,14 +173,25 @@ def evaluation_summary(runs: list[dict], *, folder: str, episodes: int, determin
         raise UsageError(f"{folder}: none of the {everything.size} episodes ended within the environment's "
                          f"max_episode_steps: its episodes never end, so there is no return to report")
     mean, se = stats.mean_se(pooled)
-    rows = [_run_summary(run) for run in runs]
+    rows = [run_row(run) for run in runs]
     return {"folder": folder, "step": runs[0]["step"], "episodes_per_run": episodes, "deterministic": deterministic,
             "seed": seed, "mean": mean, "se": se, "min": float(np.min(pooled)), "median": float(np.median(pooled)),
             "max": float(np.max(pooled)), "unfinished": int(everything.size - pooled.size),
             "at_time_limit": sum(row["at_time_limit"] for row in rows), "runs": rows}
 
 
-def _run_summary(run: dict) -> dict:
+def evaluation_rows(runs: list[dict], step: int, evaluation: Mapping[str, np.ndarray],
+                    mode: str = "deterministic") -> list[dict]:
+    """A run's (or sweep's) own final evaluation (`TrainResult.evaluation`, a leading run axis in
+    the order of `runs`: each {"run", "seed"}) in `mode` as rows of `evaluation_summary` (what
+    `eval --json` gives per run, and a train run's summary.json: the same fields); [] without one."""
+    if mode not in evaluation:
+        return []
+    return [run_row({**run, "step": step, "returns": evaluation[mode][j], "lengths": evaluation[f"{mode}_length"][j],
+                     "time_limit": evaluation[f"{mode}_time_limit"][j]}) for j, run in enumerate(runs)]
+
+
+def run_row(run: dict) -> dict:
     """One run's row of `evaluation_summary`."""
     mean, se = stats.mean_se(run["returns"])
     return {**{k: v for k, v in run.items() if k not in ("returns", "lengths", "time_limit")},
