@@ -318,6 +318,27 @@ def test_the_command_writes_into_the_folder_by_default_and_refuses_bad_options(r
     assert "no checkpoints/ folder" in capsys.readouterr().err
 
 
+def test_an_export_into_the_folder_takes_its_lock_as_any_writer_does(run_folder, tmp_path, capsys):
+    """Writing into the folder, export is one of its writers: refused while a run holds the lock
+    (its process alive), and leaves no lock behind. Written elsewhere, it only reads the folder."""
+    import os
+    import socket
+
+    lock = run_folder / ".lock"
+    lock.write_text(json.dumps({"pid": os.getppid(), "host": socket.gethostname()}))  # a live process: "a run"
+    try:
+        capsys.readouterr()
+        assert cli.main(["export", str(run_folder), "--run", "1"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is being written by process" in err, err
+        assert not (run_folder / "policy-run1-update10.stablehlo").exists()
+        assert cli.main(["export", str(run_folder), "--run", "1", "--out", str(tmp_path / "p.stablehlo")]) == 0
+    finally:
+        lock.unlink()
+    assert cli.main(["export", str(run_folder), "--run", "1"]) == 0
+    assert (run_folder / "policy-run1-update10.stablehlo").exists() and not lock.exists()
+
+
 def test_the_command_exits_1_when_the_file_does_not_act_as_the_policy(run_folder, tmp_path, capsys, monkeypatch):
     real = export._runner
     monkeypatch.setattr(export, "_runner", lambda format, data: (lambda inputs: [1 - x for x in real(format, data)(

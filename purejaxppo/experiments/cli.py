@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import jax
 from rich.console import Console
@@ -164,11 +165,17 @@ def export_command(args) -> int:
         runs = sorted(k for info in checkpoints.meta(args.checkpoint)["sets"].values() for k in info["runs"])
         if args.run not in runs:
             raise ConfigError("--run", args.run, f"{folder} has no run {args.run}; its runs are {runs}")
-        bundle, state = folder.load_bundle(args.checkpoint, args.run)
         step = args.checkpoint if args.checkpoint is not None else steps[-1]
         out = args.out or str(folder.path / f"policy-run{args.run}-update{step}{export.FORMATS[args.format]}")
-        result = export.export_policy(bundle, state, args.format, outputs=args.outputs, path=out,
-                                      source={"folder": str(folder), "run": args.run, "update": step})
+        writes_folder = folder.path.resolve() in Path(out).resolve().parents
+        if writes_folder:  # a writer of the folder, as a run is: one at a time (a run's lock refuses it)
+            folder.lock("folder")
+        try:
+            bundle, state = folder.load_bundle(args.checkpoint, args.run)
+            result = export.export_policy(bundle, state, args.format, outputs=args.outputs, path=out,
+                                          source={"folder": str(folder), "run": args.run, "update": step})
+        finally:
+            folder.unlock()
     except ConfigError as error:
         if error.field in options:  # the library's argument is this command's option
             raise ConfigError(options[error.field], error.value, error.rule) from None
