@@ -235,11 +235,11 @@ def test_a_run_folder_written_by_0_4_loads_and_acts_as_it_did_there(tmp_path):
     import shutil
     from pathlib import Path
 
-    from purejaxppo.experiments.folder import RunFolder
+    from purejaxppo.experiments.saved import SavedRun
 
     folder = tmp_path / "run"
     shutil.copytree(Path(__file__).parent / "data" / "run_0_4", folder)
-    returns = {r["run"]: r["returns"].tolist() for r in RunFolder(folder).evaluate(episodes=4)}
+    returns = {r["run"]: r["returns"].tolist() for r in SavedRun(folder).evaluate(episodes=4)}
     assert returns == {0: [22.0, 19.0, 17.0, 23.0], 1: [59.0, 48.0, 45.0, 56.0]}
     cfg, state = ppo.load(folder, run=1)
     obs = np.array([[0.01, 0.2, -0.03, -0.3], [0.0, -0.5, 0.05, 0.6]], np.float32)

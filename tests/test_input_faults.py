@@ -20,7 +20,7 @@ import purejaxppo as ppo
 from conftest import CARTPOLE_RUN
 from purejaxppo.experiments import cli, report, saved
 from purejaxppo.experiments.checkpoint import CheckpointError
-from purejaxppo.experiments.folder import RunFolder
+from purejaxppo.experiments.saved import SavedRun
 from purejaxppo.experiments.sweep import make_spec
 
 RUN_0_4 = Path(__file__).parent / "data" / "run_0_4"
@@ -90,7 +90,7 @@ def test_damaged_metadata_is_one_line_naming_the_key(run, capsys, key, value, ne
         ppo.load(run, run=1)
     assert needle in str(info.value) and "\n" not in str(info.value), str(info.value)
     with pytest.raises(CheckpointError, match="damaged metadata|not a purejaxppo"):
-        RunFolder(run).evaluate(episodes=2)
+        SavedRun(run).evaluate(episodes=2)
     assert needle in one_line(capsys, cli.main(["eval", str(run), "--episodes", "2"]))
 
 
@@ -115,7 +115,7 @@ def test_a_setting_an_old_folder_lacks_is_read_at_its_default(run, capsys, monke
     read = experiment.Experiment.from_meta(json.loads((run / "checkpoints" / "4" / "meta" / "metadata").read_text()))
     assert (read.first_seed, read.checkpoint_every, read.max_parallel, read.keep) == (0, None, None, None)
     assert read.spec.eval_episodes == 64 and read.spec.seeds == 2
-    assert [r["seed"] for r in RunFolder(run).evaluate(episodes=2)] == [0, 1]
+    assert [r["seed"] for r in SavedRun(run).evaluate(episodes=2)] == [0, 1]
     ppo.load(run, run=1)
     monkeypatch.setattr(cli, "run_plan", lambda *a, **k: pytest.fail("compiled"))
     (run / "summary.md").unlink(missing_ok=True)
@@ -174,7 +174,7 @@ def test_eval_refuses_a_bad_option_before_evaluating(run, capsys, monkeypatch, e
     monkeypatch.chdir(run.parent)
     for name in files:
         Path(name).write_text("kept")
-    monkeypatch.setattr(RunFolder, "evaluate", lambda *a, **k: pytest.fail("evaluated before refusing"))
+    monkeypatch.setattr(saved.Restored, "evaluate", lambda *a, **k: pytest.fail("evaluated before refusing"))
     assert needle in one_line(capsys, cli.main(["eval", str(run), *extra]))
     assert all(Path(name).read_text() == "kept" for name in files)
     assert not list(run.parent.glob("*.html")) or files

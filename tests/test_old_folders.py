@@ -21,7 +21,7 @@ import pytest
 
 import purejaxppo as ppo
 from purejaxppo.experiments import cli
-from purejaxppo.experiments.folder import RunFolder
+from purejaxppo.experiments.saved import SavedRun
 
 FOLDERS = Path(__file__).parent / "data" / "folders_0_4_0"
 KINDS = ("train", "sweep", "pbt", "stopped")
@@ -37,7 +37,7 @@ def copy(name: str, tmp_path: Path) -> Path:
 @pytest.mark.parametrize("name", KINDS)
 def test_a_0_4_0_folder_evaluates_as_it_did_there_and_loads(name, tmp_path):
     folder = copy(name, tmp_path)
-    runs = RunFolder(folder).evaluate(episodes=3)
+    runs = SavedRun(folder).evaluate(episodes=3)
     assert {str(r["run"]): r["returns"].tolist() for r in runs} == EVALUATED[name]
     assert [r["seed"] for r in runs] == [r["run"] % (2 if name != "pbt" else 1) for r in runs]
     last = max(map(int, EVALUATED[name]))

@@ -156,7 +156,7 @@ def export_command(args) -> int:
             export.check_onnx_installed()
         if args.out is not None:
             export.check_target(args.out)
-        folder = RunFolder(args.folder)
+        folder = SavedRun(args.folder)
         checkpoints = folder.checkpoints(create=False)
         steps = checkpoints.steps()
         if args.checkpoint is not None and steps and args.checkpoint not in steps:
@@ -168,14 +168,15 @@ def export_command(args) -> int:
         step = args.checkpoint if args.checkpoint is not None else steps[-1]
         out = args.out or str(folder.path / f"policy-run{args.run}-update{step}{export.FORMATS[args.format]}")
         writes_folder = folder.path.resolve() in Path(out).resolve().parents
+        writer = RunFolder(args.folder)
         if writes_folder:  # a writer of the folder, as a run is: one at a time (a run's lock refuses it)
-            folder.lock("folder")
+            writer.lock("folder")
         try:
             bundle, state = folder.load_bundle(args.checkpoint, args.run)
             result = export.export_policy(bundle, state, args.format, outputs=args.outputs, path=out,
                                           source={"folder": str(folder), "run": args.run, "update": step})
         finally:
-            folder.unlock()
+            writer.unlock()
     except ConfigError as error:
         if error.field in options:  # the library's argument is this command's option
             raise ConfigError(options[error.field], error.value, error.rule) from None

@@ -80,13 +80,13 @@ class _Checkpoints(Checkpoints):
                 + (f"the newest complete one is at update {newest}" if newest is not None else "none is complete"))
 
 
-class RunFolder(SavedRun):
-    """One run's (`command` "train") or one sweep's ("sweep") folder: claiming it, its config
-    file, the resume check, its checkpoints, its results; reading it back (load, evaluate):
-    `saved.SavedRun`."""
+class RunFolder:
+    """One run's (`command` "train") or one sweep's ("sweep") folder, written: claiming it, its
+    config file, the resume check, its checkpoints, its results. Reading a folder back is not
+    this class's: `saved.SavedRun` (restore, then evaluate)."""
 
     def __init__(self, path: str | Path, command: str | None = None, writer: bool = True):
-        super().__init__(path)
+        self.path = Path(path)
         self.command = command
         self.writer = writer             # False: another process of several writes the folder's files
         self.asked: str | Path | None = None  # ... and then the folder as the command line gave it
@@ -96,6 +96,9 @@ class RunFolder(SavedRun):
         self._kept: set[str] = set()     # files a resumed folder held already: not written again
         self._locked = False
         self._claimed = None             # claim: whether it made the folder (True) or took an empty one (False)
+
+    def __str__(self) -> str:
+        return str(self.path)
 
     @classmethod
     def claim(cls, out: str | None, command: str, env: str) -> RunFolder:
@@ -345,7 +348,7 @@ class RunFolder(SavedRun):
         folder = cls(path, command)
         if not folder.path.is_dir():
             raise ConfigError("--resume", path, "is not a folder")
-        _, saved = folder.read_meta()
+        _, saved = SavedRun(folder.path).read_meta()
         if saved is None:
             raise CheckpointError(f"{path} was checkpointed from Python (sweep(..., checkpoints=...)), not by the "
                                   f"command line: it has no command line to resume; resume it from Python with "
