@@ -62,7 +62,8 @@ def _add_run_options(parser: argparse.ArgumentParser, runs: str, folder: str) ->
     """Options every command that runs something takes."""
     parser.add_argument("--help-config", action=_printer(
         text_table, "list every config key (type, static/traced, default, rule, meaning) and exit"))
-    parser.add_argument("--seed", type=int, help="first seed (default 0)")
+    # each run setting's dest is its name in the run record (experiment.OPTIONS), which request.py reads by it
+    parser.add_argument("--seed", type=int, dest="first_seed", help="first seed (default 0)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key (repeatable), e.g. --set lr=3e-4")
     parser.add_argument("--max-parallel", type=int, metavar="N",

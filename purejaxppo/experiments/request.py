@@ -17,7 +17,7 @@ from purejaxppo import configs
 from purejaxppo.config import ConfigError, check_fields, config_values, count, parse_override, read_yaml
 from purejaxppo.errors import NO_VALUE
 from purejaxppo.experiments import kinds
-from purejaxppo.experiments.experiment import Experiment
+from purejaxppo.experiments.experiment import OPTIONS, Experiment
 from purejaxppo.experiments.folder import RunFolder
 from purejaxppo.experiments.plan import Plan, plan
 from purejaxppo.experiments.spec import check_seeds, load_sweep, make_spec, parse_grid_option
@@ -122,8 +122,7 @@ def run_request(args, saved: Experiment | None = None) -> tuple[Experiment, str 
             else:
                 base = check_fields({**saved.config.to_dict(), **overrides})
                 spec = make_spec(saved_spec, grid=grid, seeds=args.seeds)
-    given = {"first_seed": args.seed, "checkpoint_every": args.checkpoint_every, "max_parallel": args.max_parallel,
-             "keep": args.keep}
+    given = {name: getattr(args, name) for name in OPTIONS}  # each run setting's option (options.py: its dest)
     options = {name: getattr(saved, name) if value is None and saved is not None else value
                for name, value in given.items() if value is not None or saved is not None}
     return Experiment(args.command, base, spec, **options), line
