@@ -39,14 +39,12 @@ if [ -d "$wheels" ]; then
 else
   echo "gpu.sh: no wheels folder '$wheels': using what this python has" >&2
 fi
+"$py" -m purejaxppo --version
 "$py" - <<'PY'
 import importlib.metadata, os, tomllib
 
 import jax
 
-from purejaxppo.experiments.options import version_line
-
-print(version_line())
 spec = next(d for d in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"] if d.startswith("jax"))
 try:
     from packaging.requirements import Requirement

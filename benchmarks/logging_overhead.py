@@ -31,7 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn  #
 
 import purejaxppo as ppo  # noqa: E402
 from purejaxppo.experiments.live import LiveLog  # noqa: E402
-from purejaxppo.experiments.sweep import make_spec, sweep  # noqa: E402
+from purejaxppo.experiments.spec import make_spec  # noqa: E402
 
 
 def main() -> None:
@@ -64,7 +64,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, live in progress.items():
                 loads.append(os.getloadavg()[0])
-                result = sweep(cfg, spec=spec, progress=live)
+                result = ppo.sweep(cfg, spec=spec, progress=live)
                 times[name].append(result.run_seconds)
                 compile_seconds[name] = result.compile_seconds
         for live in logs.values():

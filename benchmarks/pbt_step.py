@@ -23,7 +23,7 @@ use_all_cpu_cores()
 
 import jax  # noqa: E402
 
-from purejaxppo.experiments.sweep import load_sweep, make_spec  # noqa: E402
+from purejaxppo.experiments.spec import load_sweep, make_spec  # noqa: E402
 from purejaxppo import pbt  # noqa: E402
 
 

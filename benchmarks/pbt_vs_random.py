@@ -28,8 +28,8 @@ import numpy as np  # noqa: E402
 
 from purejaxppo.config import parse_override  # noqa: E402
 from purejaxppo.experiments.stats import mean_se  # noqa: E402
-from purejaxppo.experiments.sweep import load_sweep, make_spec, sweep  # noqa: E402
-from purejaxppo import pbt  # noqa: E402
+from purejaxppo.experiments.spec import load_sweep, make_spec  # noqa: E402
+from purejaxppo import pbt, sweep  # noqa: E402
 
 ARMS = ("pbt", "random search")
 

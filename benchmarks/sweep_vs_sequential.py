@@ -24,7 +24,8 @@ use_all_cpu_cores()
 import jax  # noqa: E402
 
 import purejaxppo as ppo  # noqa: E402
-from purejaxppo.experiments.sweep import load_sweep, plan, sweep  # noqa: E402
+from purejaxppo.experiments.plan import plan  # noqa: E402
+from purejaxppo.experiments.spec import load_sweep  # noqa: E402
 
 
 def sequential(base, spec):
@@ -56,7 +57,7 @@ def main():
     steps = n_runs * base.num_updates * base.batch_size
     rows = []
     for r in range(args.rounds):
-        result = sweep(base, spec=spec)
+        result = ppo.sweep(base, spec=spec)
         rows.append(("sweep (one program)", r, result.compiles, result.compile_seconds, result.run_seconds))
         c, t = sequential(base, spec)
         rows.append(("sequential single runs", r, 1, c, t))

@@ -363,3 +363,106 @@ def test_every_benchmarks_module_imports():
     code = "import importlib\nfor name in %r:\n    importlib.import_module('benchmarks.' + name)\n" % names
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+# --------------------------------------------------------------------------------------
+# benchmarks/ uses the experiment side's public names only: a name in the `__all__` of the module that
+# defines it (a package's `__all__` may name what it gathers from its own modules: report, kinds)
+PACKAGE_ROOT = BENCHMARKS.parent
+# names benchmarks need from experiment modules that declare no `__all__` yet (their owners' to declare);
+# each entry fails here once its module has an `__all__` (that decides then) or no benchmark uses it
+AWAITING_ALL: dict[str, set[str]] = {}
+
+
+def experiment_side(module: str) -> bool:
+    return module == "purejaxppo.experiments" or module.startswith("purejaxppo.experiments.")
+
+
+def module_file(dotted: str, root: Path = PACKAGE_ROOT) -> Path | None:
+    """The source of a module of the package (`purejaxppo.experiments.stats`), None if it is not one."""
+    base = root.joinpath(*dotted.split("."))
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+
+
+def public_face(path: Path, root: Path = PACKAGE_ROOT) -> tuple[set[str] | None, set[str]]:
+    """A module's `__all__` (None without one) and the names it defines at its top level (for a
+    package: also what it imports from its own modules)."""
+    package = ".".join(path.parent.relative_to(root).parts)
+    declared, defined = None, set()
+    statements = list(ast.parse(path.read_text()).body)
+    while statements:
+        node = statements.pop(0)
+        if isinstance(node, (ast.If, ast.Try)):
+            statements += node.body + node.orelse + getattr(node, "finalbody", [])
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                defined.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+                if isinstance(target, ast.Name) and target.id == "__all__":
+                    declared = {e.value for e in node.value.elts}
+        elif (isinstance(node, ast.ImportFrom) and path.name == "__init__.py" and node.module
+              and node.module.startswith(package + ".")):
+            defined.update(a.asname or a.name for a in node.names)
+    return declared, defined
+
+
+def experiment_names_used(path: Path, root: Path = PACKAGE_ROOT) -> list[tuple[int, str, str]]:
+    """(line, module, name) for each name a file takes from a purejaxppo.experiments module: imported
+    (`from purejaxppo.experiments.stats import mean_se`) or read off an imported module
+    (`stats.mean_se`, `ppo.experiments.parallel.ShardedRuns`); a module imported as such is no name."""
+    tree = ast.parse(path.read_text())
+    modules, used = {}, []  # local name -> the module it is bound to
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                modules[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                if module_file(f"{node.module}.{a.name}", root):
+                    modules[a.asname or a.name] = f"{node.module}.{a.name}"
+                elif experiment_side(node.module):
+                    used.append((node.lineno, node.module, a.name))
+    for node in ast.walk(tree):
+        chain = []
+        while isinstance(node, ast.Attribute):
+            chain.insert(0, node.attr)
+            node = node.value
+        if not chain or not isinstance(node, ast.Name) or node.id not in modules:
+            continue
+        module = modules[node.id]
+        while chain and module_file(f"{module}.{chain[0]}", root):
+            module = f"{module}.{chain.pop(0)}"
+        if chain and experiment_side(module):
+            used.append((node.lineno, module, chain[0]))
+    return used
+
+
+def public_name_problems(benchmarks: Path = BENCHMARKS, root: Path = PACKAGE_ROOT,
+                         awaiting: dict = AWAITING_ALL) -> list[str]:
+    problems = []
+    for path in sorted(benchmarks.glob("*.py")):
+        for line, module, name in sorted(set(experiment_names_used(path, root))):
+            where = f"{path.name}:{line}: {name} from {module}"
+            declared, defined = public_face(module_file(module, root), root)
+            if declared is None:
+                if name not in awaiting.get(module, ()):
+                    problems.append(f"{where}, a module without __all__")
+            elif name not in declared:
+                problems.append(f"{where}: not in its __all__")
+            elif name not in defined:
+                problems.append(f"{where}, which does not define it: import it from the module that does")
+    return problems
+
+
+def test_benchmarks_use_only_the_experiment_sides_public_names():
+    assert public_name_problems() == []
+    used = {(m, n) for p in BENCHMARKS.glob("*.py") for _, m, n in experiment_names_used(p)}
+    assert {("purejaxppo.experiments.parallel", "ShardedRuns"), ("purejaxppo.experiments.stats", "mean_se"),
+            ("purejaxppo.experiments.report", "format_mean_se")} <= used  # imported and read off a module
+    for module, names in AWAITING_ALL.items():  # no allowance outlives its reason
+        assert public_face(module_file(module))[0] is None, f"{module} has an __all__ now: drop it from AWAITING_ALL"
+        assert {(module, n) for n in names} <= used, f"AWAITING_ALL[{module!r}] lists a name no benchmark uses"
+    for module in ("parallel", "stats", "live", "sweep", "paths"):  # each listed name is defined there
+        declared, defined = public_face(module_file(f"purejaxppo.experiments.{module}"))
+        assert declared is not None and declared <= defined, (module, declared - defined)

@@ -29,6 +29,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from purejaxppo.errors import UsageError
 from purejaxppo.experiments.faults import Failures
 
+__all__ = ["LiveLog"]  # for scripts (docs/python-api.md#live-progress); ProgressBar and check_wandb are the CLI's
+
 
 class ProgressBar:
     """The terminal's progress bar of a planned run (`with ProgressBar(console, planned, what) as bar`):
@@ -98,8 +100,13 @@ class _Events:
 
 
 class LiveLog:
-    """`log(updates_done, episode_return)` from the learner; `group(...)` before each group.
-    `failures`: where a sink that fails is reported (default: a `Failures` of its own)."""
+    """Live progress of a sweep's runs, as the command line writes it: `progress.jsonl` in `folder`
+    (an existing folder; None: no file), with `tensorboard` also `tensorboard/` there, with
+    `wandb_project` a W&B run. It is `ppo.sweep`'s (`run_plan`'s) `progress` callback: `log(updates_done,
+    episode_return)` per run after each chunk; `log.group(g, runs, batch_size)` before each group (the
+    sweep's `on_group`) makes a record the mean, min and max over that group's runs; `on_record(record)`
+    sees each record as it is written; `close()` at the end. `failures`: where a sink that fails is
+    reported (default: a `Failures` of its own)."""
 
     def __init__(self, folder: Path | None, on_record=None, tensorboard: bool = False,
                  wandb_project: str | None = None, wandb_config: dict | None = None,

@@ -34,6 +34,9 @@ from purejaxppo.experiments import compile_cache
 from purejaxppo.experiments.hosts import is_writer
 from purejaxppo.experiments.memory import bytes_text, free_memory_bytes, runs_per_device, tree_bytes
 
+# for scripts and notebooks (docs/python-api.md#several-cpu-cores); the rest serves runs.py
+__all__ = ["ShardedRuns", "use_all_cpu_cores"]
+
 CPU_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 
 

@@ -12,6 +12,8 @@ from typing import Callable
 
 from purejaxppo.errors import ConfigError
 
+__all__ = ["check_path", "write_new"]  # for scripts too (benchmarks: results never replaced, path options checked)
+
 NAME_MAX = 255  # bytes in one name of a path, on every common file system
 PATH_MAX = 4096  # bytes in a whole path, on Linux
 

@@ -13,6 +13,9 @@ from purejaxppo.experiments.memory import KEY_AND_HPARAMS, RunSize, check_memory
 from purejaxppo.experiments.spec import SweepSpec
 from purejaxppo.gate import Bundle, gate
 
+# what scripts may use (benchmarks/ keeps to it: tests/test_bench_suite.py)
+__all__ = ["Plan", "plan"]
+
 
 def expand(spec: SweepSpec) -> list[dict]:
     """The swept points of `spec`'s kind (each a dict of overridden keys): `Kind.points`."""
@@ -56,9 +59,9 @@ class Plan:
 
 def plan(base: PPOConfig, spec: SweepSpec, kind: kinds.Kind | None = None) -> Plan:
     """`kind`'s points of `spec` (default: `kinds.of(spec)`), every point's config, checked, and
-    the static groups: the sweep's gate, before
-    anything is created or compiled. The sweep's size is checked against the memory first,
-    before any point is drawn (`check_memory`). The fields of every point are checked; then
+    the static groups: the sweep's gate, before anything is created or compiled. The sweep's
+    size is checked against the memory first, before any point is drawn (`check_memory`, over
+    the kind's factors of the number of runs). The fields of every point are checked; then
     each group passes the gate once (`gate.gate`: its environment built, its network checked;
     a point's env_params and network are static: one group, one environment, one network).
     Last, the memory again, each group's runs of their own size."""

@@ -99,7 +99,7 @@ def run_request(args, saved: Experiment | None = None) -> tuple[Experiment, str 
     given = args.config if train else args.spec
     if given is None and not saved:
         raise ConfigError(field, NO_VALUE,
-                          f"give a {'YAML config' if args.command == 'train' else 'sweep YAML'} (or --resume DIR)")
+                          f"give a {'YAML config' if train else 'sweep YAML'} (or --resume DIR)")
     with as_file(source(given, field), field) as path:
         if train:
             if path and "sweep" in read_yaml(path):

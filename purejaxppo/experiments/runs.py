@@ -45,6 +45,9 @@ from purejaxppo.train import EVAL_MODES, Learner, TrainResult, evaluation_record
 
 PROGRESS_POINTS = 25  # progress reports per run, from the host (measured: benchmarks/logging_overhead.py)
 
+# what scripts may use (the benchmarks mirror the CLI's progress chunks; runs run through sweep.run_plan)
+__all__ = ["progress_chunk"]
+
 
 @dataclasses.dataclass
 class RunSet:

@@ -25,6 +25,9 @@ RANK_BY = ("eval", "eval_stochastic", "train")
 # what may be swept: any config field but the environment's identity
 SWEEPABLE = tuple(name for name in _FIELDS if name != "env")
 
+# what scripts may use (benchmarks/ keeps to it: tests/test_bench_suite.py)
+__all__ = ["SweepSpec", "load_sweep", "make_spec"]
+
 
 @dataclasses.dataclass(frozen=True)
 class SweepSpec:

@@ -14,6 +14,11 @@ from typing import Mapping
 
 import numpy as np
 
+# for scripts and notebooks; quiet_nan_warnings is the report modules' own helper
+__all__ = ["best_and_indistinguishable", "centred_mean_over_steps", "finite", "interquartile_mean",
+           "last_epoch_values", "mean_by_epoch", "mean_se", "mean_se_by_step", "per_run", "probability_of_improvement",
+           "seeds_to_separate", "smoothing_window"]
+
 
 def finite(values) -> np.ndarray:
     """The finite values, flattened to float64 (NaN and ±Inf dropped)."""

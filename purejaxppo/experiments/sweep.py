@@ -38,11 +38,14 @@ import numpy as np
 from purejaxppo.config import HPARAM_FIELDS, HParams, PPOConfig
 from purejaxppo.errors import integer
 from purejaxppo.experiments.checkpoint import Checkpoints
-from purejaxppo.experiments.plan import Group, Plan, expand, plan, run_index  # noqa: F401 (sweeps' names, here too)
+from purejaxppo.experiments.plan import Group, Plan, plan, run_index
+from purejaxppo.experiments.plan import expand  # noqa: F401 (not sweep's: tests still import it here)
 from purejaxppo.experiments.runs import RunSet, Timings, execute, finite_runs
-from purejaxppo.experiments.spec import (SweepSpec, check_seeds, load_sweep, make_spec,  # noqa: F401 (here too)
-                                         parse_grid_option)
+from purejaxppo.experiments.spec import SweepSpec, check_seeds, make_spec
+from purejaxppo.experiments.spec import load_sweep  # noqa: F401 (not sweep's: tests and a notebook import it here)
 from purejaxppo.train import TrainResult
+
+__all__ = ["SweepResult", "run_plan", "sweep"]  # for scripts; plan, make_spec, load_sweep: plan.py's and spec.py's
 
 
 @dataclasses.dataclass
