@@ -370,3 +370,15 @@ def test_a_bundle_is_taken_as_it_is_and_a_config_passes_the_gate(monkeypatch):
         ppo.Learner(bundle, env=bundle.env)
     with pytest.raises(ConfigError, match="num_envs"):  # another program needs a bundle of its own
         bundle.for_config(dataclasses.replace(bundle.config, num_envs=8))
+
+
+def test_load_config_finds_a_shipped_config_by_name_from_any_folder(tmp_path, monkeypatch):
+    """As the command line does (`purejaxppo train cartpole`): a path that exists first, else the
+    shipped config of that name, else one line naming the nearest shipped one."""
+    monkeypatch.chdir(tmp_path)  # outside the repository: no configs/ here
+    assert ppo.load_config("cartpole") == ppo.load_config(ppo.configs.find("cartpole"))
+    assert ppo.load_config("brax/fast.yaml", {"num_envs": 8}).num_envs == 8
+    (tmp_path / "cartpole").write_text("env: Pendulum-v1\n")  # a file of that name here wins
+    assert ppo.load_config("cartpole").env == "Pendulum-v1"
+    with pytest.raises(ConfigError, match="file not found, nor a shipped config; did you mean cartpole"):
+        ppo.load_config("cartpol")

@@ -21,13 +21,13 @@ from purejaxppo.config.checks import (ALIASES, check_config, check_env_and_netwo
                                       make_config, suggest)
 from purejaxppo.config.fields import (ACTION_KIND_FIELDS, ACTIVATIONS, AT_LEAST_1, FIELDS, HPARAM_FIELDS, IN_0_1,
                                       NON_NEGATIVE, POSITIVE, STATIC_FIELDS, TYPES, Field, PPOConfig, Rule, one_of)
-from purejaxppo.config.files import config_values, load_config, parse_override, read_yaml
+from purejaxppo.config.files import config_values, find_config, load_config, parse_override, read_yaml
 from purejaxppo.config.help import markdown_table, text_table
 from purejaxppo.config.hparams import HParams, check_hparams
 from purejaxppo.errors import ConfigError
 
 __all__ = ["ACTION_KIND_FIELDS", "ACTIVATIONS", "ALIASES", "AT_LEAST_1", "ConfigError", "FIELDS", "Field",
            "HPARAM_FIELDS", "HParams", "IN_0_1", "NON_NEGATIVE", "POSITIVE", "PPOConfig", "Rule", "STATIC_FIELDS",
-           "TYPES", "check_config", "check_env_and_network", "check_fields", "check_hparams", "config_values", "count",
+           "TYPES", "check_config", "check_env_and_network", "check_fields", "check_hparams", "config_values", "count", "find_config",
            "load_config", "make_config", "markdown_table", "one_of", "parse_override", "read_yaml",
            "suggest", "text_table"]

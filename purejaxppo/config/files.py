@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
+from purejaxppo import configs
 from purejaxppo.config.checks import _unknown_key, make_config
 from purejaxppo.config.fields import FIELDS, PPOConfig
 from purejaxppo.errors import NO_VALUE, ConfigError
@@ -94,8 +96,23 @@ def read_yaml(path: str | Path, field: str = "config") -> dict[str, Any]:
 
 
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> PPOConfig:
-    """Read a YAML config (flat keys of `PPOConfig`), apply overrides, check everything."""
+    """Read a YAML config (flat keys of `PPOConfig`): a path, or a shipped config by name
+    ("cartpole", "brax/ant": `find_config`); apply overrides, check everything."""
+    path = find_config(str(path), "config") if path is not None else None
     return make_config(config_values(path, overrides), where=str(path) if path else "config")
+
+
+def find_config(text: str, field: str) -> str:
+    """A config argument: a path that exists (a file, or a pipe: /dev/fd/N, `<(...)`), else a
+    shipped config of that name; else a ConfigError naming the nearest shipped one."""
+    if Path(text).exists():
+        return text
+    shipped = configs.find(text)
+    if shipped is not None:
+        return str(shipped)
+    nearest = difflib.get_close_matches(text.removesuffix(".yaml"), configs.names(), n=1)
+    hint = f"; did you mean {nearest[0]}?" if nearest else ""
+    raise ConfigError(field, text, f"file not found, nor a shipped config{hint} (purejaxppo configs lists them)")
 
 
 def config_values(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:

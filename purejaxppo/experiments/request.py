@@ -7,14 +7,14 @@ each group through the gate once). Also the reference line of a shipped config."
 from __future__ import annotations
 
 import contextlib
-import difflib
 import shlex
 import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
 from purejaxppo import configs
-from purejaxppo.config import ConfigError, check_fields, config_values, count, parse_override, read_yaml
+from purejaxppo.config import (ConfigError, check_fields, config_values, count, find_config, parse_override,
+                               read_yaml)
 from purejaxppo.errors import NO_VALUE
 from purejaxppo.experiments import kinds
 from purejaxppo.experiments.experiment import OPTIONS, Experiment
@@ -26,16 +26,8 @@ DEFAULT_EVAL_EPISODES = 64
 
 
 def source(text: str | None, field: str) -> str | None:
-    """A config argument: a path that exists (a file, or a pipe: /dev/fd/N, `<(...)`), else a
-    shipped config of that name; else a ConfigError naming the nearest shipped one."""
-    if text is None or Path(text).exists():
-        return text
-    shipped = configs.find(text)
-    if shipped is not None:
-        return str(shipped)
-    nearest = difflib.get_close_matches(text.removesuffix(".yaml"), configs.names(), n=1)
-    hint = f"; did you mean {nearest[0]}?" if nearest else ""
-    raise ConfigError(field, text, f"file not found, nor a shipped config{hint} (purejaxppo configs lists them)")
+    """A config argument (`config.find_config`: a path, or a shipped config by name), or None."""
+    return None if text is None else find_config(text, field)
 
 
 @contextlib.contextmanager
