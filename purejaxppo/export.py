@@ -98,6 +98,16 @@ class ExportedPolicy:
                 f"{checked['max_difference']:.3g} ({checked['largest_in']})")
 
 
+def _check_finite(policy) -> None:
+    """A policy whose parameters (or observation statistics) hold a NaN or an infinity (a run that
+    diverged) acts on nothing: its file would answer the same action to everything, and NaN
+    compares equal to NaN in the verification. ExportError naming the first such array."""
+    for path, leaf in jax.tree_util.tree_leaves_with_path({"params": policy.params, "agent_state": policy.agent_state}):
+        if jnp.issubdtype(leaf.dtype, jnp.inexact) and not np.all(np.isfinite(np.asarray(leaf))):
+            raise ExportError(f"the policy is not finite ({jax.tree_util.keystr(path, simple=True, separator='.')} "
+                              "holds NaN or Inf: the run diverged); nothing was written")
+
+
 def export_policy(cfg: PPOConfig | Bundle, state: LearnerState, format: str = "stablehlo", *, network=None,
                   outputs: str = "action", path: str | os.PathLike | None = None,
                   source: dict | None = None) -> ExportedPolicy:
@@ -117,6 +127,7 @@ def export_policy(cfg: PPOConfig | Bundle, state: LearnerState, format: str = "s
         check_onnx_installed()
     target = check_target(path)
     policy = make_policy(cfg, state, network=network)  # checks the state and the network
+    _check_finite(policy)
     agent, cfg = policy.agent, cfg.config if isinstance(cfg, Bundle) else cfg
     spec = _Spec.of(agent, outputs)
     fn = _policy_function(agent, policy.params, policy.agent_state, spec)

@@ -248,6 +248,20 @@ def test_a_file_that_does_not_act_as_make_policy_is_refused_and_not_kept(tmp_pat
     assert list(tmp_path.iterdir()) == []  # neither the file, nor its metadata, nor a temporary one
 
 
+def test_a_policy_that_is_not_finite_is_refused_and_nothing_written(tmp_path):
+    """A diverged run's parameters (a NaN in one weight) would export a file answering one action
+    to everything, and NaN compares equal to NaN in the check: refused, naming the array."""
+    cfg = tiny()
+    state = initialised(cfg)
+    first = jax.tree_util.tree_leaves_with_path(state.params)[0][0]
+    broken = state.replace(params=jax.tree_util.tree_map_with_path(
+        lambda path, x: x.at[(0,) * x.ndim].set(jnp.nan) if path == first else x, state.params))
+    with pytest.raises(export.ExportError, match=r"the policy is not finite \(params\..* holds NaN or Inf"):
+        export.export_policy(cfg, broken, path=tmp_path / "policy.stablehlo")
+    assert list(tmp_path.iterdir()) == []
+    export.export_policy(cfg, state)  # the same policy, finite: exported
+
+
 def test_bad_arguments_are_one_line_naming_the_argument(tmp_path, monkeypatch):
     cfg = tiny()
     state = initialised(cfg)
