@@ -125,7 +125,7 @@ def export_policy(cfg: PPOConfig | Bundle, state: LearnerState, format: str = "s
         raise ConfigError("outputs", outputs, f"must be one of {', '.join(OUTPUTS)}")
     if format == "onnx":
         check_onnx_installed()
-    target = check_target(path)
+    target = check_target(path, format)
     policy = make_policy(cfg, state, network=network)  # checks the state and the network
     _check_finite(policy)
     agent, cfg = policy.agent, cfg.config if isinstance(cfg, Bundle) else cfg
@@ -161,17 +161,30 @@ def export_policy(cfg: PPOConfig | Bundle, state: LearnerState, format: str = "s
     return ExportedPolicy(format, data, metadata, metadata["verified"]["max_difference"], seconds, target)
 
 
-def check_target(path) -> Path | None:
-    """`path` as the file to write: new, and so is its metadata file, in a folder that exists."""
+def format_of(path, default: str = "stablehlo") -> str:
+    """The format whose suffix `path` has (policy.onnx: onnx), else `default`."""
+    return next((format for format, suffix in FORMATS.items() if path is not None and str(path).endswith(suffix)),
+                default)
+
+
+def check_target(path, format: str | None = None) -> Path | None:
+    """`path` as the file to write: new, and so is its metadata file, in a folder that exists; a
+    file, not a folder; with no other format's suffix than `format`'s (policy.onnx is never StableHLO)."""
     if path is None:
         return None
     target = Path(path)
+    if str(path).endswith(os.sep) or target.is_dir():
+        raise ConfigError("path", str(path), "is a folder: give the file to write")
     for file in (target, target.with_name(target.name + ".json")):
         if file.exists() or file.is_symlink():
             raise ConfigError("path", str(path), f"{file} exists: an export never replaces a file")
     if not target.absolute().parent.is_dir():
         raise ConfigError("path", str(path), f"is in a folder that does not exist ({target.parent}); create it "
                                              f"first")
+    if format is not None and format_of(path, format) != format:
+        other = format_of(path)
+        raise ConfigError("path", str(path), f"has the suffix of {other}, but the format is {format}: name it "
+                                             f"*{FORMATS[format]}, or export {other}")
     return target
 
 

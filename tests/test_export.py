@@ -353,6 +353,31 @@ def test_an_export_into_the_folder_takes_its_lock_as_any_writer_does(run_folder,
     assert (run_folder / "policy-run1-update10.stablehlo").exists() and not lock.exists()
 
 
+def test_the_file_written_is_the_one_named(run_folder, tmp_path, capsys, monkeypatch):
+    """--out policy.onnx is ONNX (the format follows the suffix where --format is not given), never
+    StableHLO under that name; a suffix another format's than --format's is refused; --out DIR/
+    writes the default name into DIR, not a file called DIR."""
+    monkeypatch.setattr(export, "check_onnx_installed", lambda: (_ for _ in ()).throw(
+        ppo.ConfigError("format", "onnx", "needs the onnx extra")))  # whether ONNX was asked for, installed or not
+    capsys.readouterr()
+    assert cli.main(["export", str(run_folder), "--out", str(tmp_path / "p.onnx")]) == 2
+    assert "needs the onnx extra" in capsys.readouterr().err
+    assert cli.main(["export", str(run_folder), "--format", "stablehlo", "--out", str(tmp_path / "p.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out=" in err and "has the suffix of onnx, but the format is stablehlo" in err
+    (tmp_path / "into").mkdir()
+    assert cli.main(["export", str(run_folder), "--run", "1", "--out", str(tmp_path / "into")]) == 0, \
+        capsys.readouterr().err
+    assert cli.main(["export", str(run_folder), "--run", "1", "--out", f"{tmp_path / 'new'}/"]) == 2
+    assert "a folder that does not exist" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "into").iterdir()) == ["policy-run1-update10.stablehlo",
+                                                                      "policy-run1-update10.stablehlo.json"]
+    assert list(tmp_path.glob("new*")) == []  # a folder that does not exist: refused, as any such --out
+    assert list(tmp_path.iterdir()) == [tmp_path / "into"]
+    with pytest.raises(ppo.ConfigError, match="is a folder: give the file to write"):
+        export.export_policy(ppo.load(run_folder)[0], ppo.load(run_folder)[1], path=tmp_path / "into")
+
+
 def test_the_command_exits_1_when_the_file_does_not_act_as_the_policy(run_folder, tmp_path, capsys, monkeypatch):
     real = export._runner
     monkeypatch.setattr(export, "_runner", lambda format, data: (lambda inputs: [1 - x for x in real(format, data)(

@@ -151,11 +151,14 @@ def export_command(args) -> int:
 
     options = {"path": "--out", "format": "--format", "outputs": "--outputs"}
     request.check_count("--run", args.run, 0), request.check_count("--checkpoint", args.checkpoint, 0)
+    into = args.out is not None and (args.out.endswith(os.sep) or Path(args.out).is_dir())  # --out DIR/: in it
+    given = None if into else args.out
+    format = args.format or export.format_of(given)  # --out policy.onnx: ONNX
     try:
-        if args.format == "onnx":
+        if given is not None:
+            export.check_target(given, format)
+        if format == "onnx":
             export.check_onnx_installed()
-        if args.out is not None:
-            export.check_target(args.out)
         folder = SavedRun(args.folder)
         checkpoints = folder.checkpoints(create=False)
         steps = checkpoints.steps()
@@ -166,14 +169,17 @@ def export_command(args) -> int:
         if args.run not in runs:
             raise ConfigError("--run", args.run, f"{folder} has no run {args.run}; its runs are {runs}")
         step = args.checkpoint if args.checkpoint is not None else steps[-1]
-        out = args.out or str(folder.path / f"policy-run{args.run}-update{step}{export.FORMATS[args.format]}")
+        out = given or str(Path(args.out if into else folder.path) / f"policy-run{args.run}-update{step}"
+                                                                       f"{export.FORMATS[format]}")
+        if into:
+            export.check_target(out, format)
         writes_folder = folder.path.resolve() in Path(out).resolve().parents
         writer = RunFolder(args.folder)
         if writes_folder:  # a writer of the folder, as a run is: one at a time (a run's lock refuses it)
             writer.lock("folder")
         try:
             bundle, state = folder.load_bundle(args.checkpoint, args.run)
-            result = export.export_policy(bundle, state, args.format, outputs=args.outputs, path=out,
+            result = export.export_policy(bundle, state, format, outputs=args.outputs, path=out,
                                           source={"folder": str(folder), "run": args.run, "update": step})
         finally:
             writer.unlock()

@@ -125,13 +125,14 @@ def parser() -> argparse.ArgumentParser:
     export.add_argument("folder", help="a run or sweep folder (it holds checkpoints/)")
     export.add_argument("--run", type=int, default=0, metavar="K", help="which run of the folder (default 0)")
     export.add_argument("--checkpoint", type=int, metavar="N", help="the checkpoint at update N (default: the newest)")
-    export.add_argument("--format", choices=["stablehlo", "onnx"], default="stablehlo",
-                        help="stablehlo (jax.export; default) or onnx (needs: pip install \"purejaxppo[onnx]\")")
+    export.add_argument("--format", choices=["stablehlo", "onnx"],
+                        help="stablehlo (jax.export; the default, but where --out ends in .onnx) or onnx (needs: "
+                             "pip install \"purejaxppo[onnx]\")")
     export.add_argument("--outputs", choices=["action", "all"], default="action",
                         help="action (default), or all: also the logits (or mean and log-std) and the value")
     export.add_argument("--out", metavar="FILE", help="the file to write, a new one (default: in the folder, "
-                                                      "policy-run<K>-update<N>.<format>); its metadata beside it, "
-                                                      "FILE.json")
+                                                      "policy-run<K>-update<N>.<format>; DIR/: that name in DIR); "
+                                                      "its metadata beside it, FILE.json")
     _add_cache_option(export)
     sub.add_parser("configs", help="list the shipped configs (use them by name: purejaxppo train cartpole)")
     return parser
