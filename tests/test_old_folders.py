@@ -46,6 +46,7 @@ def test_a_0_4_0_folder_evaluates_as_it_did_there_and_loads(name, tmp_path):
     assert ppo.make_policy(cfg, state)(np.zeros((2, 4), np.float32)).shape == (2,)
 
 
+@pytest.mark.slow  # trains 60 updates (14 s): the fast suite's guard of old folders is their reading, above
 def test_a_0_4_0_run_stopped_by_sigint_resumes_to_the_end(tmp_path, capsys):
     folder = copy("stopped", tmp_path)
     assert cli.main(["train", "--resume", str(folder)]) == 0
