@@ -151,10 +151,6 @@ class Experiment:
 
     # ---------------------------------------------------------------- the folder's config file
     @property
-    def file_name(self) -> str:
-        return FOLDERS[self.command].config_file
-
-    @property
     def _with_section(self) -> bool:
         return FOLDERS[self.command].with_section
 

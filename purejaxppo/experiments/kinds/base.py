@@ -1,13 +1,13 @@
 """What every kind of experiment answers (`Kind`), and the schedule it gives the executor.
 
-A kind is a plug-in (`kinds.KINDS`, keyed by its own key in the sweep section): it checks its
+A kind is a plug-in (`kinds.KEYED`, keyed by its own key in the sweep section): it checks its
 section, gives the points to run, the factors of its number of runs (the memory bound), its
 checks of the planned configs, its schedule (chunks, and its step between them), and writes
 and prints its results (importing its report then: a sweep section is checked without it).
 Planning (`plan`), the memory bound, the executor (`runs`), the run folder and the report name
-no kind: they ask the kind. The defaults here are the points of the
-sweep section's grid and random search, each over the seeds: what the train command (one
-point) and a grid or random sweep run.
+no kind: they ask the kind. The defaults here are the points of the sweep section's grid and
+random search, each over the seeds: what the train command (one point) and a grid or random
+sweep run.
 """
 
 from __future__ import annotations
