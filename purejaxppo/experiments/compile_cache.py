@@ -21,6 +21,9 @@ from pathlib import Path
 
 import jax
 
+# what scripts may use (benchmarks/ keeps to it: tests/test_bench_suite.py)
+__all__ = ["default_folder", "enable"]
+
 MAX_BYTES = 4 * 2**30  # evict the least recently used entries beyond this
 MIN_COMPILE_SECONDS = 0.2  # programs that compile faster than this are not worth a file
 # nor are tiny ones (a seed, a conversion: a few KiB, where a learner's program is 100 KiB and

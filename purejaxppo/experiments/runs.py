@@ -6,7 +6,8 @@ each a list of run sets (runs scanning the same number of epochs; all run sets o
 share its one program). A run set's runs are a leading axis over keys and
 hyperparameters, sharded over every device by `ShardedRunSets`.
 
-Per group, three compiled programs: `init` (keys -> states), a chunk of K updates
+Per group, three compiled programs: `init` (keys -> states; not for runs that continue
+from where they stand, `execute`'s `start`, or from a checkpoint), a chunk of K updates
 (states, hparams -> states, metrics; one program reused for every chunk; a shorter last
 chunk compiles one more) and `evaluate` (states, deterministic -> returns on fresh
 episodes; called twice, greedy then sampled: one program, half the size of two). Without
@@ -60,6 +61,7 @@ class RunSet:
     hparams: HParams
     run_configs: list[PPOConfig]  # each run's own config (its hyperparameters), for the record
     bundle: Bundle | None = None  # the set's program, checked (`gate`; default: its learner passes the gate)
+    group: int = 0       # the static group it belongs to (the plan's index; `on_group` names it)
 
 
 @dataclasses.dataclass
@@ -110,9 +112,10 @@ class _Programs:
     """A group's compiled programs and its progress."""
 
     def __init__(self, sets: list[RunSet], chunk_updates, eval_episodes, max_parallel, progress,
-                 holds_all: bool = False):
+                 holds_all: bool = False, until: int | None = None):
         self.sets = sets
         self.num_updates = sets[0].config.num_updates
+        self.until = min(until or self.num_updates, self.num_updates)  # where this execution stops
         # progress is reported from the host after each chunk: the checkpoints' chunks, or progress_chunk's
         if chunk_updates is None and progress is not None:
             chunk_updates = progress_chunk(self.num_updates)
@@ -120,9 +123,8 @@ class _Programs:
         self.progress = progress
         self.learners = [Learner(s.config if s.bundle is None else s.bundle) for s in sets]
         self.max_parallel = max_parallel
-        self.init = ShardedRunSets([(learner.init, (s.keys,)) for learner, s in zip(self.learners, sets)],
-                                   chunk=max_parallel)
-        self.shapes = self.init.out_shapes
+        self._init = None  # compiled when first asked for (`init`): runs that continue never need it
+        self.shapes = [jax.eval_shape(jax.vmap(learner.init), s.keys) for learner, s in zip(self.learners, sets)]
         self._chunks: dict[int, ShardedRunSets] = {}
         self.chunk_program(self.chunk)
         self.evaluate = None
@@ -137,7 +139,7 @@ class _Programs:
                 raise ResourceError("eval_episodes", eval_episodes, f"the final evaluation of {eval_episodes} "
                                     f"episodes per run does not fit ({error.rule}); evaluate fewer episodes "
                                     f"(--eval-episodes, sweep.eval_episodes)") from None
-        # several processes (and no `between`, which reads every run): the states stay where
+        # several processes (and no caller reading every run: `gather`, `between`): the states stay where
         # they lie, global arrays padded to the layout, each process holding its devices' runs
         self.held = process_count() > 1 and not holds_all
         self.states = None                       # per set, numpy (held: global arrays), once started
@@ -145,8 +147,16 @@ class _Programs:
         self.updates_done = 0
 
     @property
+    def init(self) -> ShardedRunSets:
+        """keys -> states, every set's."""
+        if self._init is None:
+            self._init = ShardedRunSets([(learner.init, (s.keys,)) for learner, s in zip(self.learners, self.sets)],
+                                        chunk=self.max_parallel)
+        return self._init
+
+    @property
     def programs(self) -> list[ShardedRunSets]:
-        return [self.init, *self._chunks.values(), *([self.evaluate] if self.evaluate is not None else [])]
+        return [program for program in (self._init, *self._chunks.values(), self.evaluate) if program is not None]
 
     def evaluation(self) -> list[dict]:
         """Every set's final policies on fresh episodes, greedy and sampled, per set:
@@ -188,11 +198,20 @@ class _Programs:
 def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates: int | None = None,
             max_parallel: int | None = None, progress=None, checkpoints: Checkpoints | None = None,
             meta: dict | None = None, resume: bool = False, checkpoint_chunks: int = 1,
-            on_group: Callable[[int, int], None] | None = None,
-            between=None, restore_from: Checkpoints | None = None) -> tuple[dict[str, TrainResult], Timings]:
+            on_group: Callable[[int, int], None] | None = None, between=None,
+            restore_from: Checkpoints | None = None, until: int | None = None,
+            start: dict[str, TrainResult] | None = None,
+            gather: bool = False) -> tuple[dict[str, TrainResult], Timings]:
     """Run every group to the end -> ({run set name: its runs' TrainResult}, Timings): the final
     states, the metrics ([n, num_updates, ...]) and the final policies' evaluation ([n, episodes];
     {} without evaluation), each with the set's leading run axis and numpy leaves.
+
+    `until`: stop every group after that many updates instead (its configs, and so their
+    schedules, stay as they are: a run stopped there and continued is the run never stopped);
+    `start`: run set name -> where its runs stand (a TrainResult's state and metrics, [n, updates
+    done, ...]), from which they continue instead of starting (a resume still restores the
+    newest checkpoint over it). `gather`: every process ends holding every run's state, as with
+    `between` (a caller that reads them all).
 
     Every group is compiled (and its memory checked) before any runs. With `checkpoints`,
     a checkpoint (every run set started so far: state and metrics; `meta` with the updates
@@ -206,7 +225,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     each chunk; then they save a checkpoint of that chunk together, and all stop. One
     received during the final evaluation is agreed on after it: the checkpoint of the end is
     saved already, and they all stop (a resume evaluates again).
-    `on_group(g, runs)` is called before group g compiles.
+    `on_group(g, runs)` is called before group g (its sets' `group`) compiles.
 
     `between` (a kind's step between chunks: `kinds.Schedule`) runs after each chunk: `between(sets, states, metrics
     of the chunk, updates_done) -> states`; it may replace each set's `hparams` and
@@ -215,14 +234,22 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     """
     timings = Timings()
     compiled = []
-    for g, sets in enumerate(groups):
+    for sets in groups:
         if on_group is not None:
-            on_group(g, sum(len(s.runs) for s in sets))
-        group = _Programs(sets, chunk_updates, eval_episodes, max_parallel, progress, holds_all=between is not None)
+            on_group(sets[0].group, sum(len(s.runs) for s in sets))
+        group = _Programs(sets, chunk_updates, eval_episodes, max_parallel, progress,
+                          holds_all=gather or between is not None, until=until)
+        if start is not None and sets[0].name in start:
+            group.states = [start[s.name].state for s in sets]
+            group.metrics = [[start[s.name].metrics] for s in sets]
+            group.updates_done = next(iter(start[sets[0].name].metrics.values())).shape[1]
         compiled.append(group)
 
     if resume:
         _restore(compiled, restore_from or checkpoints, between)
+    for group in compiled:  # a group that starts: its init compiled too, before any runs
+        if group.states is None:
+            group.init  # noqa: B018 (compiles it)
 
     def save():
         started = [group for group in compiled if group.states is not None]
@@ -245,8 +272,8 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
             start = time.perf_counter()
             if group.states is None:
                 group.states = wait_ready(group.init(held=group.held), numpy=not group.held)
-            while group.updates_done < group.num_updates:
-                updates = min(group.chunk, group.num_updates - group.updates_done)
+            while group.updates_done < group.until:
+                updates = min(group.chunk, group.until - group.updates_done)
                 outs = wait_ready(group.chunk_program(updates)([(state, s.hparams)
                                                                  for state, s in zip(group.states, group.sets)],
                                                                 held=group.held), numpy=not group.held)
@@ -267,7 +294,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
                 chunks_done = group.updates_done // group.chunk
                 stop = agreed_stop()  # several processes: a stop one received, all at this boundary
                 if checkpoints is not None and (stop is not None or chunk_updates and chunks_done % checkpoint_chunks == 0
-                                                or group.updates_done == group.num_updates):
+                                                or group.updates_done == group.until):
                     with deferred():  # a stop signal during the save is raised after it
                         save()
                 if stop is not None:

@@ -57,7 +57,7 @@ class SweepResult:
     points: list[dict]                 # swept values of each point
     configs: list[PPOConfig]           # each point's checked config
     runs: list[dict]                   # per run: {"point": i, "seed": s, **swept values}
-    run_sets: list[RunSet]             # the runs as they ran: one run set per compiled epoch count
+    run_sets: list[RunSet]             # the runs with results, as they ran: a run set per compiled epoch count
     outputs: dict[str, TrainResult]    # run set name -> its runs' results, stacked (numpy leaves)
     diverged: np.ndarray               # [runs] NaN or Inf in the losses or final parameters
     compiles: int
@@ -66,7 +66,7 @@ class SweepResult:
     spec: SweepSpec
     base: PPOConfig
     timings: Timings
-    between: Any = None  # its kind's step between chunks (`kinds.Schedule.between`), as it ended; or None
+    between: Any = None  # what its kind keeps of its own (`kinds.Ran.between`: PBT's step as it ended, ...), or None
 
     @property
     def lineage(self) -> list[dict] | None:
@@ -84,15 +84,20 @@ class SweepResult:
     def point(self, point: int) -> TrainResult:
         """Point `point`'s runs, one per seed in seed order, stacked: a slice of the run set that
         ran them (a point's seeds are neighbours on its run axis)."""
-        name, j = self._where[self.point_runs(point)[0]]
+        name, j = self._find(self.point_runs(point)[0])
         return jax.tree.map(lambda x: x[j:j + self.spec.seeds], self.outputs[name])
 
     def run(self, k: int) -> TrainResult:
         """Run k alone (no run axis): what `make_train` of its config returns for its key."""
         if not -len(self.runs) <= k < len(self.runs):
             raise IndexError(f"run {k} of a sweep of {len(self.runs)} runs")
-        name, j = self._where[k % len(self.runs)]
+        name, j = self._find(k % len(self.runs))
         return jax.tree.map(lambda x: x[j], self.outputs[name])
+
+    def _find(self, k: int) -> tuple[str, int]:
+        if k not in self._where:  # a kind that stops runs early keeps what it needs of them in `between`
+            raise LookupError(f"run {k} has no results here: its kind stopped it early (see result.between)")
+        return self._where[k]
 
     @property
     def states(self) -> _PerRun:
@@ -154,9 +159,9 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
     newest complete checkpoint. `progress(updates_done, episode_return)` is called on the
     host per run after each chunk of updates (`runs.execute`).
 
-    The plan's kind gives the schedule (`Kind.schedule`): a kind with a step between chunks
-    runs in chunks of its own, and says how
-    `checkpoint_every` counts them."""
+    The plan's kind runs them (`Kind.run`): on its schedule (`Kind.schedule`: a kind with a
+    step between chunks runs in chunks of its own, and says how `checkpoint_every` counts
+    them), or in executions of its own (`Kind.run`'s doc)."""
     spec, points, configs, groups = planned.spec, planned.points, planned.configs, planned.groups
     for name, value in (("max_parallel", max_parallel), ("checkpoint_every", checkpoint_every)):
         if value is not None:
@@ -173,27 +178,26 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
                    [run_index(i, s, spec.seeds) for i, s in runs], np.stack([seed_keys[s] for _, s in runs]),
                    HParams.stack(group.set_bundles[epochs].config,
                                  **{name: [getattr(configs[i], name) for i, _ in runs] for name in HPARAM_FIELDS}),
-                   [configs[i] for i, _ in runs], group.set_bundles[epochs])
+                   [configs[i] for i, _ in runs], group.set_bundles[epochs], g)
             for epochs, runs in members.items()])
 
     def group_starts(g, runs):
         if on_group is not None:
             on_group(g, len(groups), groups[g], runs)
 
-    schedule = planned.kind.schedule(spec, first_seed, checkpoint_every)
-    between = schedule.between
-    outputs, timings = execute(run_sets, eval_episodes=spec.eval_episodes, chunk_updates=schedule.chunk_updates,
-                               max_parallel=max_parallel, progress=progress, checkpoints=checkpoints, meta=meta,
-                               resume=resume, checkpoint_chunks=schedule.checkpoint_chunks, on_group=group_starts,
-                               between=between, restore_from=restore_from)
-    if between is not None:  # its step compiles at its first call, inside the run's time: count it as a compile
-        timings.compiles += 1
-        timings.compile_seconds += between.compile_seconds
-        timings.run_seconds -= between.compile_seconds
+    def run(sets, **options):  # `Kind.run`'s execute: these options, then its own (its meta added to these)
+        bound = dict(eval_episodes=spec.eval_episodes, max_parallel=max_parallel, progress=progress,
+                     checkpoints=checkpoints, resume=resume, on_group=group_starts, restore_from=restore_from)
+        return execute(sets, **{**bound, **options, "meta": {**(meta or {}), **options.get("meta", {})}})
+
+    resumed = (restore_from or checkpoints).meta() if resume else None
+    ran = planned.kind.run(spec, run_sets, run, first_seed=first_seed, checkpoint_every=checkpoint_every,
+                           resumed=resumed)
+    outputs, timings = ran.outputs, ran.timings
 
     runs = [{"point": i, "seed": first_seed + s, **points[i]} for i in range(len(points)) for s in range(spec.seeds)]
     diverged = np.zeros(planned.runs, bool)
-    for run_set in (s for sets in run_sets for s in sets):
+    for run_set in ran.run_sets:
         out = outputs[run_set.name]
         finite_params = finite_runs(out.state, len(run_set.runs))  # every process (several: a collective)
         if not all(isinstance(x, np.ndarray) for x in jax.tree.leaves(out.state)):
@@ -203,5 +207,5 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
             continue
         finite_loss = np.all(np.isfinite(out.metrics["total_loss"]), axis=1)
         diverged[run_set.runs] = ~(finite_params & finite_loss)
-    return SweepResult(points, configs, runs, [s for sets in run_sets for s in sets], outputs, diverged, len(groups),
-                       timings.compile_seconds, timings.run_seconds, spec, planned.base, timings, between)
+    return SweepResult(points, configs, runs, ran.run_sets, outputs, diverged, len(groups),
+                       timings.compile_seconds, timings.run_seconds, spec, planned.base, timings, ran.between)

@@ -2,24 +2,31 @@
 
     train   the train command: one config over seeds           kinds/train.py
     grid    a sweep's grid and random points over seeds         kinds/grid.py
-    pbt     population-based training (sweep: pbt:)            kinds/pbt.py
+    <key>   a sweep section's own kind (sweep: <key>:)          kinds/<key>.py, its KIND
 
-A sweep section names its kind by the kind's own key (`KEYED`); one with none is a grid (and
-random) sweep. `of(spec, command)` is the one place a kind is picked.
+A sweep section names its kind by the kind's own key (`KEYED`: the modules named there, each
+giving its KIND); one with none is a grid (and random) sweep. `of(spec, command)` is the one
+place a kind is picked.
 """
 
 from __future__ import annotations
 
-from purejaxppo.experiments.kinds.base import Kind, Schedule
+import importlib
+
+from purejaxppo.experiments.kinds.base import Kind, Ran, Schedule
 from purejaxppo.experiments.kinds.grid import Grid
-from purejaxppo.experiments.kinds.pbt import Pbt
 from purejaxppo.experiments.kinds.train import Train
 
-# a sweep section's key -> the kind it selects
-KEYED: dict[str, Kind] = {kind.key: kind for kind in (Pbt(),)}
+
+def _kind(module: str) -> Kind:
+    return importlib.import_module(f"{__name__}.{module}").KIND
+
+
+# a sweep section's key -> the kind it selects: the registry (a kind's module defines KIND)
+KEYED: dict[str, Kind] = {kind.key: kind for kind in map(_kind, ("pbt", "halving"))}
 GRID, TRAIN = Grid(), Train()
 
-__all__ = ["GRID", "KEYED", "TRAIN", "Grid", "Kind", "Pbt", "Schedule", "Train", "of"]
+__all__ = ["GRID", "KEYED", "TRAIN", "Grid", "Kind", "Ran", "Schedule", "Train", "of"]
 
 
 def of(spec, command: str = "sweep") -> Kind:

@@ -32,6 +32,17 @@ class Schedule(NamedTuple):
     between: Any = None
 
 
+class Ran(NamedTuple):
+    """What a kind's `run` hands back: each run set's results, the timings, the run sets those
+    results are of (every run that has results), and what the kind keeps of its own
+    (`SweepResult.between`: PBT's population, ...; None)."""
+
+    outputs: dict
+    timings: Any
+    run_sets: list
+    between: Any = None
+
+
 class Kind:
     """A kind of experiment: the defaults are a grid (and random search) over seeds."""
 
@@ -70,6 +81,22 @@ class Kind:
         """The executor's chunks are the checkpoints'; nothing between them."""
         return Schedule(checkpoint_every, 1)
 
+    def run(self, spec, groups: list[list], execute, *, first_seed: int, checkpoint_every: int | None,
+            resumed: dict | None) -> Ran:
+        """Execute the planned run sets (`groups`: per static group, its `runs.RunSet`s) -> Ran.
+        `execute(groups, **options)` is `runs.execute` with the command's options bound (an
+        option given here replaces the bound one); `resumed`: the meta of the checkpoint a
+        resume continues from (None: not resuming). The default: once, on its schedule."""
+        schedule = self.schedule(spec, first_seed, checkpoint_every)
+        between = schedule.between
+        outputs, timings = execute(groups, chunk_updates=schedule.chunk_updates,
+                                   checkpoint_chunks=schedule.checkpoint_chunks, between=between)
+        if between is not None:  # its step compiles at its first call, inside the run's time: count it as a compile
+            timings.compiles += 1
+            timings.compile_seconds += between.compile_seconds
+            timings.run_seconds -= between.compile_seconds
+        return Ran(outputs, timings, [s for sets in groups for s in sets], between)
+
     def describe(self, planned) -> str:
         """What runs, for the first line the command prints."""
         return f"{len(planned.points)} point(s) x {planned.spec.seeds} seed(s)"
@@ -88,6 +115,9 @@ def swept_keys(result) -> list[str]:
     return keys
 
 
-def speed_line(result) -> str:
-    steps = result.spec.seeds * sum(cfg.num_updates * cfg.batch_size for cfg in result.configs)
+def speed_line(result, steps: int | None = None) -> str:
+    """The environment steps per second over all runs (`steps`: those taken; default: every
+    point's full budget), and the diverged runs."""
+    if steps is None:
+        steps = result.spec.seeds * sum(cfg.num_updates * cfg.batch_size for cfg in result.configs)
     return f"{steps / result.run_seconds:,.0f} steps/s over all runs; diverged runs: {int(np.sum(result.diverged))}"

@@ -54,3 +54,6 @@ class Pbt(Kind):
         summary = pbt_report.pbt_summary(result)
         finished = folder.write_results(pbt_report.pbt_artefacts(result, summary))
         return finished, [pbt_report.pbt_markdown(summary), speed_line(result)]
+
+
+KIND = Pbt()

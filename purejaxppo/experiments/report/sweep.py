@@ -188,9 +188,9 @@ def seed_notes(rows: list[dict], swept: list[str]) -> list[str]:
     return notes
 
 
-def sweep_metrics_csv(result, swept: list[str]) -> str:
+def sweep_metrics_csv(result, swept: list[str], points: list[int] | None = None) -> str:
     """metrics.csv of a sweep: a row per run per update, labelled by point, the swept values,
-    seed and divergence."""
+    seed and divergence; of `points` (default: every point)."""
     # run sets may scan different numbers of epochs: pad per-epoch columns ([runs, updates, epochs]) with NaN
     max_epochs = max(out.metrics["clip_fraction"].shape[-1] for out in result.outputs.values())
 
@@ -200,13 +200,13 @@ def sweep_metrics_csv(result, swept: list[str]) -> str:
         return np.pad(value, ((0, 0), (0, 0), (0, max_epochs - value.shape[2])), constant_values=np.nan)
 
     lines = []
-    for i in range(len(result.points)):
+    for i in range(len(result.points)) if points is None else points:
         labels = [{"point": i, **{key: show_value(result.runs[k].get(key, "")) for key in swept},
                    "seed": result.runs[k]["seed"], "diverged": int(result.diverged[k])}
                   for k in result.point_runs(i)]
         header, rows_i = metric_rows({n: padded(n, v) for n, v in result.point(i).metrics.items()},
                                      result.configs[i].batch_size, labels)
-        lines += ([header] if i == 0 else []) + rows_i
+        lines += ([header] if not lines else []) + rows_i
     return csv_text(lines)
 
 
