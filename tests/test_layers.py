@@ -98,10 +98,11 @@ def test_the_package_face_loads_no_experiment_module_until_asked():
 # the experiment side's layers: module -> what it must never reach, through any chain of imports
 # (shared/DESIGN.md: the executor imports no folder and no kind; the checkpoint storage knows no record;
 # the run record knows no storage or executor (it reads its sweep section through the kinds, which write
-# their reports); the report is text and bytes, no I/O; the run folder writes what a kind gives it)
+# their reports); the report is text and bytes, no I/O; the run folder writes what a kind gives it, and
+# the command line words what a run left (outcome.py): the folder does not)
 KINDS = {"experiments.kinds", "experiments.pbt", "experiments.spec", "experiments.plan", "experiments.sweep"}
 USER_SIDE = {"experiments.folder", "experiments.saved", "experiments.live", "experiments.cli", "experiments.request",
-             "experiments.options", "experiments.replay"}
+             "experiments.options", "experiments.replay", "experiments.outcome"}
 NEVER_REACHES = {
     "experiments.runs": KINDS | USER_SIDE | {"experiments.experiment", "experiments.report"},
     "experiments.checkpoint": KINDS | USER_SIDE | {"experiments.experiment", "experiments.report",
@@ -115,7 +116,7 @@ NEVER_REACHES = {
 # ... and what it must not import itself (a kind's report reaches it through the record's sweep section)
 NEVER_IMPORTS = {
     "experiments.folder": {"experiments.report", "experiments.kinds", "experiments.cli", "experiments.request",
-                           "experiments.runs", "experiments.sweep"},
+                           "experiments.runs", "experiments.sweep", "experiments.outcome"},
     "experiments.plan": {"experiments.pbt", "experiments.report", "experiments.folder"},
     "experiments.memory": {"experiments.spec", "experiments.kinds"},
 }

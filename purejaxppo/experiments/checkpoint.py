@@ -11,7 +11,7 @@ asked to do (so it can be resumed), the updates done and the library versions.
 `step` is the number of updates done over all run sets. orbax writes a checkpoint into a
 temporary folder and renames it when complete, so a checkpoint cut short (a killed
 process) is never listed; the newest listed one is complete. This module is the storage
-only; reading a run folder back (load, evaluate) is purejaxppo.experiments.folder's.
+only; reading a run folder back (load, evaluate) is purejaxppo.experiments.saved's.
 
 Every reader gets `meta` through `Checkpoints.meta`, which checks it against one schema
 (`check_meta`): a damaged or foreign one is one CheckpointError naming the key, and one
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -30,7 +31,7 @@ import jax
 import numpy as np
 
 from purejaxppo.errors import UsageError
-from purejaxppo.experiments.hosts import process_count, process_index
+from purejaxppo.experiments.hosts import lost_process, process_count, process_index
 
 FORMAT = "purejaxppo-checkpoint/1"
 VERSIONED = ("purejaxppo", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "gymnax")
@@ -199,8 +200,10 @@ class Checkpoints:
     process alone (one process; or several, of which this one only reads a checkpoint).
     """
 
-    def __init__(self, folder: str | Path, keep: int | None = None, create: bool = True, shared: bool = False):
+    def __init__(self, folder: str | Path, keep: int | None = None, create: bool = True, shared: bool = False,
+                 on_failed_save=None):
         ocp = _ocp()
+        self.on_failed_save = on_failed_save
         self.folder = Path(folder).absolute()
         if not create and not self.folder.is_dir():
             raise CheckpointError(f"{self.folder.parent}: no checkpoints/ folder: not a purejaxppo run folder, "
@@ -226,13 +229,28 @@ class Checkpoints:
         return steps[-1] if steps else None
 
     def save(self, step: int, states: dict, metrics: dict, meta: dict) -> None:
-        """`states` / `metrics`: run set name -> pytree with a leading run axis."""
+        """`states` / `metrics`: run set name -> pytree with a leading run axis. A save that fails
+        (a full disk, a folder made read-only) raises; or, given `on_failed_save(step, error,
+        newest complete step or None)`, has its partial files removed (they would hold the space
+        the results need) and is handed to it: the run goes on. A peer process lost mid-save
+        (several, `shared`) raises `hosts.LostProcess` either way."""
         ocp = _ocp()
         start = time.perf_counter()
-        self._manager.save(step, args=ocp.args.Composite(
-            meta=ocp.args.JsonSave({**meta, "format": FORMAT, "step": step, "versions": versions()}),
-            state=ocp.args.StandardSave(_stored_part(states)), history=ocp.args.StandardSave(metrics)))
-        self._manager.wait_until_finished()
+        try:
+            self._manager.save(step, args=ocp.args.Composite(
+                meta=ocp.args.JsonSave({**meta, "format": FORMAT, "step": step, "versions": versions()}),
+                state=ocp.args.StandardSave(_stored_part(states)), history=ocp.args.StandardSave(metrics)))
+            self._manager.wait_until_finished()
+        except Exception as error:  # orbax raises many kinds (tensorstore: ValueError)
+            lost = lost_process(error) if self.shared else None
+            if lost is not None:  # several processes: a peer gone mid-save, not a full disk
+                raise lost from None
+            if self.on_failed_save is None:
+                raise
+            for partial in self.folder.glob(f"{step}.orbax-checkpoint-tmp*"):
+                shutil.rmtree(partial, ignore_errors=True)
+            self.on_failed_save(step, error, self.latest())
+            return
         self.last_save_seconds = time.perf_counter() - start
         self.last_save_bytes = _nbytes(states) + _nbytes(metrics)
 

@@ -31,7 +31,7 @@ from rich.console import Console
 from purejaxppo import configs
 from purejaxppo.config import ConfigError
 from purejaxppo.errors import ResourceError, UsageError
-from purejaxppo.experiments import compile_cache, hosts, options, replay, report, request
+from purejaxppo.experiments import compile_cache, hosts, options, outcome, replay, report, request
 from purejaxppo.experiments.faults import STOP_SIGNALS, Stopped, stop_signals
 from purejaxppo.experiments.folder import RunFolder
 from purejaxppo.experiments.hosts import LostProcess
@@ -57,7 +57,7 @@ def run_command(args) -> int:
     if args.wandb:
         check_wandb()
     console = Console()
-    with RunFolder.running(experiment, out=args.out, resume=resumed) as folder:
+    with RunFolder.running(experiment, out=args.out, resume=resumed, lines=outcome) as folder:
         with ProgressBar(console, planned, planned.kind.describe(planned), resuming=resumed and folder) as bar:
             live = folder.live_log(bar.record, args.tensorboard, args.wandb, experiment)
             result = _execute(planned, experiment, folder, bar, live, resume=resumed is not None)
@@ -72,7 +72,7 @@ def run_command(args) -> int:
         for item in shown:
             print(item, flush=True) if isinstance(item, str) else console.print(item)
         console.print(f"{'run' if args.command == 'train' else 'sweep'} folder: {folder}")
-        unfinished = folder.unfinished_line(finished)
+        unfinished = outcome.unfinished(folder, finished)
         if unfinished:
             print(unfinished, file=sys.stderr)
     return 1 if folder.failures else 0
@@ -231,11 +231,11 @@ def main(argv=None) -> int:
         print(f"purejaxppo: error: {error}", file=sys.stderr)
         return 2
     except Stopped as stop:
-        outcome = stop.outcome or (f"the evaluation did not finish ({args.folder} is unchanged)"
-                                   if args.command == "eval" else "the export did not finish: nothing was written"
-                                   if args.command == "export" else "before the run started: nothing was written")
+        left = stop.outcome or (f"the evaluation did not finish ({args.folder} is unchanged)"
+                                if args.command == "eval" else "the export did not finish: nothing was written"
+                                if args.command == "export" else "before the run started: nothing was written")
         sent = f" (sent to process {stop.process})" if stop.process is not None else ""
-        print(f"purejaxppo: stopped by {stop.name}{sent}: {outcome}", file=sys.stderr, flush=True)
+        print(f"purejaxppo: stopped by {stop.name}{sent}: {left}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         hosts.leave()
         os._exit(stop.exit_code)  # at once: a program in flight is dropped, the checkpoints stay as they are

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shlex
 import shutil
 import socket
 import sys
@@ -53,31 +52,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # another user's
         return True
     return True
-
-
-class _Checkpoints(Checkpoints):
-    """A run folder's checkpoints: a save that fails (a full disk, a folder made read-only)
-    does not stop the run. It is said once, in one line; its partial files are removed (they
-    would hold the space the results need); the folder remembers the step (`unsaved`)."""
-
-    def __init__(self, run_folder: RunFolder, keep: int | None, create: bool, shared: bool = False):
-        super().__init__(run_folder.path / "checkpoints", keep=keep, create=create, shared=shared)
-        self._run_folder = run_folder
-
-    def save(self, step: int, states: dict, metrics: dict, meta: dict) -> None:
-        try:
-            super().save(step, states, metrics, meta)
-        except Exception as error:  # noqa: BLE001 -- orbax raises many kinds (tensorstore: ValueError)
-            lost = hosts.lost_process(error) if self.shared else None
-            if lost is not None:  # several processes: a peer gone mid-save, not a full disk
-                raise lost from None
-            for partial in self.folder.glob(f"{step}.orbax-checkpoint-tmp*"):
-                shutil.rmtree(partial, ignore_errors=True)
-            self._run_folder.unsaved.append(step)
-            newest = self.latest()
-            self._run_folder.failures.report(
-                "checkpoints/", error, f"the checkpoint at update {step} is not saved and the run goes on; "
-                + (f"the newest complete one is at update {newest}" if newest is not None else "none is complete"))
 
 
 class RunFolder:
@@ -130,17 +104,19 @@ class RunFolder:
 
     @classmethod
     @contextlib.contextmanager
-    def running(cls, experiment: Experiment, *, out: str | None, resume: RunFolder | None) -> Iterator[RunFolder]:
+    def running(cls, experiment: Experiment, *, out: str | None, resume: RunFolder | None,
+                lines) -> Iterator[RunFolder]:
         """The run's folder for the run's whole life: claimed (`out`, or runs/...) or locked (to
         continue `resume`), by process 0 of several (`hosts.share_folder`); its config file written,
         its checkpoints opened (`run_checkpoints`), then handed to the run (`writer`: whether this
-        process writes its files). However the run ends: a stop's or a lost process's line names
-        the newest complete checkpoint and the command to resume; a new folder with no complete
+        process writes its files). However the run ends: a stop's or a lost process's line
+        (`lines`: the command line's wording, `outcome`) names the newest complete checkpoint and
+        the command to resume; a new folder with no complete
         checkpoint after a stop or a refusal is removed (`discard`); the lock is released."""
         command, env = experiment.command, experiment.config.env
         several = hosts.process_count() > 1
         if several:  # (the folder on a filesystem every host shares)
-            folder = cls._shared(command, out, resume, env)
+            folder = cls._shared(command, out, resume, env, lines)
             folder.run_checkpoints = folder.checkpoints(keep=experiment.keep, create=False, shared=True)
         elif resume is not None:
             folder = resume
@@ -155,7 +131,7 @@ class RunFolder:
                 folder.run_checkpoints = folder.checkpoints(keep=experiment.keep)
             yield folder
         except Stopped as stop:
-            stop.outcome = folder.stopped_line(removed=discardable and folder.discard())
+            stop.outcome = lines.stopped(folder, removed=discardable and folder.discard())
             raise
         except UsageError as error:  # a refusal that comes after the claim: the folder must not block the next try
             if not (discardable and folder.discard()):
@@ -168,13 +144,13 @@ class RunFolder:
             lost = hosts.lost_process(error)
             if lost is None:
                 raise
-            lost.outcome = folder.lost_line(lost)
+            lost.outcome = lines.lost(folder, folder.lost_log(lost) if folder.writer else None)
             raise lost from None
         finally:
             folder.unlock()
 
     @classmethod
-    def _shared(cls, command: str, out: str | None, resume: RunFolder | None, env: str) -> RunFolder:
+    def _shared(cls, command: str, out: str | None, resume: RunFolder | None, env: str, lines) -> RunFolder:
         """Several processes: process 0 claims (or locks) the folder and makes its checkpoints/;
         every other process learns its path -> the folder (`writer` False on the others)."""
         def claim():  # process 0's; a folder whose checkpoints/ cannot be made is unlocked
@@ -192,9 +168,7 @@ class RunFolder:
         claimed, path = hosts.share_folder(claim, "--resume" if resume is not None else "--out", given or "runs/")
         folder = claimed if claimed is not None else cls(path, command, writer=False)
         folder.asked = given
-        hosts.log_runtime(path, folder.elsewhere_line(path) if not folder.writer else f"the newest complete "
-                          f"checkpoint, untouched, is in {Path(path) / 'checkpoints'}; resume with: "
-                          f"{folder.resume_command(path)}")
+        hosts.log_runtime(path, lines.left_if_lost(folder, path))
         return folder
 
     def live_log(self, on_record, tensorboard: bool, wandb: str | None, experiment: Experiment) -> LiveLog:
@@ -204,51 +178,15 @@ class RunFolder:
                        wandb_project=wandb if self.writer else None, wandb_config=experiment.to_dict(),
                        failures=self.failures if self.writer else None)
 
-    def resume_command(self, path=None) -> str:
-        return f"purejaxppo {self.command} --resume {shlex.quote(str(path or self.path))}"
-
-    def stopped_line(self, removed: bool = False) -> str:
-        """What a stop left: the newest complete checkpoint and the command to resume; `removed`:
-        the folder, claimed by this command and stopped before its first checkpoint, was removed."""
-        if not self.writer:
-            return f"process {hosts.process_index()}: process 0 keeps the checkpoints"
-        if removed:
-            return (f"before the first checkpoint: nothing to resume, and {self} was removed; the same command "
-                    f"starts afresh (--checkpoint-every K saves every K updates)")
-        newest = self.newest_checkpoint()
-        if newest is None:
-            return "before the first checkpoint: nothing to resume (--checkpoint-every K saves every K updates)"
-        return f"the newest complete checkpoint is at update {newest}; resume with: {self.resume_command()}"
-
-    def elsewhere_line(self, where) -> str:
-        """A process that does not write: where process 0 keeps the checkpoints, and the resume command."""
-        return (f"process {hosts.process_index()}: the checkpoints are process 0's"
-                + (f", in {where}; resume with: {self.resume_command(where)}" if where else ""))
-
-    def lost_line(self, lost) -> str:
-        """What a lost process left (the detail, with its traceback, in lost-process.log)."""
-        if not self.writer:
-            return self.elsewhere_line(self.asked)
+    def lost_log(self, lost) -> Path | None:
+        """What a lost process left, with the traceback being handled, in lost-process.log -> its
+        path (None: not written)."""
         log = self.path / "lost-process.log"
         try:
             log.write_text(f"{lost.who} was lost; this process (0) saw:\n{traceback.format_exc()}")
-            details = f" (details: {log})"
         except OSError:
-            details = ""
-        return self.stopped_line().replace("the newest complete checkpoint", "the newest complete checkpoint, "
-                                           "untouched,", 1) + details
-
-    def unfinished_line(self, finished: bool) -> str | None:
-        """Where the results could not all be written: what is missing, and how to write it."""
-        if finished:
             return None
-        newest = self.newest_checkpoint()
-        if newest is not None:  # a complete checkpoint can write the rest
-            return (f"purejaxppo: {self} is not finished ({FINISHED}, its mark, waits for what could not be "
-                    f"written); the newest complete checkpoint is at update {newest}; once the fault is fixed, "
-                    f"write what is missing with: {self.resume_command()}")
-        return (f"purejaxppo: {self} is not finished ({FINISHED}, its mark, is not written): no checkpoint could "
-                f"be saved, so nothing can resume it; the results written beside it are this run's")
+        return log
 
     def discard(self) -> bool:
         """A folder this process claimed, ended before its first complete checkpoint (a stop
@@ -331,8 +269,18 @@ class RunFolder:
                               f"{error.strerror}") from None
 
     def checkpoints(self, keep: int | None = None, create: bool = True, shared: bool = False) -> Checkpoints:
-        """`shared`: several processes' (each saves its shards; see `Checkpoints`)."""
-        return _Checkpoints(self, keep, create, shared)
+        """`shared`: several processes' (each saves its shards; see `Checkpoints`). A save that
+        fails does not stop the run (`save_failed`)."""
+        return Checkpoints(self.path / "checkpoints", keep=keep, create=create, shared=shared,
+                           on_failed_save=self.save_failed)
+
+    def save_failed(self, step: int, error: Exception, newest: int | None) -> None:
+        """A checkpoint not saved: said once, in one line; the folder remembers the step (`unsaved`:
+        its results are then not marked finished)."""
+        self.unsaved.append(step)
+        self.failures.report("checkpoints/", error, f"the checkpoint at update {step} is not saved and the run goes "
+                             "on; " + (f"the newest complete one is at update {newest}" if newest is not None
+                                       else "none is complete"))
 
     def newest_checkpoint(self) -> int | None:
         """The step of the newest complete checkpoint; None if there is none."""

@@ -128,13 +128,12 @@ class Halving(Grid):
                                        gather=True, chunk_updates=checkpoint_every, meta={"halving": rungs.meta()},
                                        **({} if last or spec.rank_by != "train" else {"eval_episodes": 0}))
             total = timings if total is None else _added(total, timings)
+            ran = [s for group in sets for s in group]
+            values = _values(spec.rank_by, ran, outputs, spec.seeds)
             if last:
-                ran = [s for group in sets for s in group]
-                return Ran(outputs, total, ran, Finished(rungs, _values(spec.rank_by, ran, outputs, spec.seeds)))
+                return Ran(outputs, total, ran, Finished(rungs, values))
             resuming = False
-            kept = set(rungs.end(_values(spec.rank_by, [s for group in sets for s in group], outputs, spec.seeds),
-                                 eta))
-            start = _continuing(sets, outputs, kept, spec.seeds, rungs.rung)
+            start = _continuing(ran, outputs, set(rungs.end(values, eta)), spec.seeds, rungs.rung)
 
 
 @dataclasses.dataclass
@@ -191,10 +190,10 @@ def _cut(s, rows: list[int], rung: int):
                                run_configs=[s.run_configs[j] for j in rows])
 
 
-def _continuing(sets: list[list], outputs: dict, kept: set[int], seeds: int, rung: int) -> dict:
+def _continuing(sets: list, outputs: dict, kept: set[int], seeds: int, rung: int) -> dict:
     """Where the runs of the `kept` points stand, by the name of their set in rung `rung`."""
     start = {}
-    for s in (s for group in sets for s in group):
+    for s in sets:
         rows = [j for j, k in enumerate(s.runs) if k // seeds in kept]
         if rows:
             start[_cut(s, rows, rung).name] = jax.tree.map(lambda x: x[rows], outputs[s.name].replace(evaluation={}))
