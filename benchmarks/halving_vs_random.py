@@ -10,14 +10,19 @@ The sweep file has a `random:` search space and a `halving:` section. For each r
   - random search of the first M of the same points, every one to the full budget, M the most
     that fit in the environment steps the halving spent (never more steps than it).
 Both choose on the same return (the file's `rank_by`, by default the final policy's greedy
-return on `eval_episodes` fresh episodes, mean over seeds). Prints one JSON line per arm and
-repetition, then a Markdown table over the repetitions: the chosen point's return (mean ±
-s.e.), the repetitions whose choice reaches `threshold`, the steps spent and points tried.
+return on `eval_episodes` fresh episodes, mean over seeds). That return is the best of many
+draws, so it flatters the arm that tried more points; with `--retrain-seeds N` (default 4)
+each chosen point is also trained again at the full budget on N fresh seeds (first_seed
+1000) and evaluated greedily: what the choice is worth. Prints one JSON line per arm and
+repetition, then a Markdown table over the repetitions: the chosen point's return as chosen
+and retrained (mean ± s.e.), the repetitions whose choice reaches `threshold`, the steps
+spent and points tried.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -72,9 +77,19 @@ def run_arm(arm: str, base, section: dict, random_seed: int, halving_steps: int 
             "points": trials, "timings": result}
 
 
+def retrained(base, point: dict, seeds: int, eval_episodes: int) -> float:
+    """The chosen point trained again at the full budget on `seeds` fresh seeds: the mean of its
+    runs' greedy evaluation returns."""
+    result = sweep(dataclasses.replace(base, **point), spec=make_spec({"seeds": seeds, "eval_episodes": eval_episodes}),
+                   first_seed=1000)
+    return float(np.mean([np.nanmean(result.evaluation[k]["deterministic"]) for k in range(seeds)]))
+
+
 def table(rows: list[dict], threshold: float | None) -> str:
     head = ["arm", "chosen point's return (mean ± s.e. over repetitions)", "per repetition", "env steps (mean)",
             "points tried"]
+    if "retrained" in rows[0]:
+        head.insert(3, "retrained on fresh seeds (mean ± s.e.)")
     if threshold is not None:
         head.insert(3, f"repetitions whose choice ≥ {threshold:g}")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -84,6 +99,8 @@ def table(rows: list[dict], threshold: float | None) -> str:
         mean, se = mean_se(values)
         cells = [arm, f"{mean:.4g} ± {se:.2g}", ", ".join(f"{v:.4g}" for v in values),
                  f"{np.mean([r['env_steps'] for r in mine]):,.0f}", str(mine[0]["points"])]
+        if "retrained" in head[3]:
+            cells.insert(3, "{:.4g} ± {:.2g}".format(*mean_se([r["retrained"] for r in mine])))
         if threshold is not None:
             cells.insert(3, f"{sum(v >= threshold for v in values)}/{len(values)}")
         lines.append("| " + " | ".join(cells) + " |")
@@ -95,6 +112,7 @@ def main() -> None:
     parser.add_argument("--config", default="benchmarks/sweeps/halving_cartpole.yaml")
     parser.add_argument("--repetitions", type=int, default=8)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--retrain-seeds", type=int, default=4, help="0: do not retrain the chosen points")
     args = parser.parse_args()
     compile_cache.enable()  # each repetition's programs are the first one's: compiled once
     base, spec = load_sweep(args.config, dict(parse_override(item) for item in args.set))
@@ -108,6 +126,8 @@ def main() -> None:
             row = {"arm": arm, "random_seed": r, **run_arm(arm, base, section, r, spent)}
             result = row.pop("timings")
             row.update(run_seconds=round(result.run_seconds, 2), compile_seconds=round(result.compile_seconds, 2))
+            if args.retrain_seeds:
+                row["retrained"] = retrained(base, row["chosen"], args.retrain_seeds, spec.eval_episodes)
             spent = row["env_steps"]
             rows.append(row)
             print(json.dumps(row), flush=True)

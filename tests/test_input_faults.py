@@ -18,7 +18,7 @@ import pytest
 
 import purejaxppo as ppo
 from conftest import CARTPOLE_RUN
-from purejaxppo.experiments import cli, report, saved
+from purejaxppo.experiments import cli, parallel, report, saved
 from purejaxppo.experiments.checkpoint import CheckpointError
 from purejaxppo.experiments.saved import SavedRun
 from purejaxppo.experiments.sweep import make_spec
@@ -185,9 +185,10 @@ def test_eval_of_a_folder_name_too_long_is_one_line(capsys):
 
 
 def test_episodes_that_do_not_fit_in_memory_name_the_option(run, capsys, monkeypatch):
-    monkeypatch.setattr(saved, "free_memory_bytes", lambda device: 2**20)  # a device with 1 MiB free
+    monkeypatch.setattr(parallel, "free_memory_bytes", lambda device: 2**20)  # a device with 1 MiB free
     line = one_line(capsys, cli.main(["eval", str(run), "--episodes", "100000", "--no-cache"]))
-    assert "--episodes=100000: evaluating them needs" in line and "episodes fit" in line, line
+    assert "--episodes=100000: evaluating 100000 episodes per run does not fit" in line, line
+    assert "evaluate fewer episodes (--episodes)" in line, line
 
 
 def test_eval_json_is_strict_json(run, capsys):

@@ -129,16 +129,9 @@ class _Programs:
         self.chunk_program(self.chunk)
         self.evaluate = None
         if eval_episodes:
-            try:
-                self.evaluate = ShardedRunSets(
-                    [(lambda state, deterministic, learner=learner: learner.evaluate_episodes(state, eval_episodes,
-                                                                                              deterministic),
-                      (shape, jax.ShapeDtypeStruct((len(s.runs),), np.bool_)))
-                     for learner, shape, s in zip(self.learners, self.shapes, self.sets)], chunk=max_parallel)
-            except ResourceError as error:  # the episodes are what does not fit: name them
-                raise ResourceError("eval_episodes", eval_episodes, f"the final evaluation of {eval_episodes} "
-                                    f"episodes per run does not fit ({error.rule}); evaluate fewer episodes "
-                                    f"(--eval-episodes, sweep.eval_episodes)") from None
+            self.evaluate = evaluation_program(self.learners, self.shapes, eval_episodes, max_parallel,
+                                               option=("eval_episodes", "the final evaluation of",
+                                                       "--eval-episodes, sweep.eval_episodes"))
         # several processes (and no caller reading every run: `gather`, `between`): the states stay where
         # they lie, global arrays padded to the layout, each process holding its devices' runs
         self.held = process_count() > 1 and not holds_all
@@ -193,6 +186,35 @@ class _Programs:
                 [(lambda state, hp, learner=learner: learner.run(state, hp, updates), (shape, s.hparams))
                  for learner, shape, s in zip(self.learners, self.shapes, self.sets)], chunk=self.max_parallel)
         return self._chunks[updates]
+
+
+def evaluation_program(learners: list[Learner], shapes: list, episodes: int, max_parallel: int | None = None,
+                       keyed: bool = False, option: tuple[str, str, str] = ("episodes", "evaluating",
+                                                                            "--episodes")) -> ShardedRunSets:
+    """The one evaluation program, compiled: every run's policy on `episodes` fresh episodes,
+    for sets of runs (`learners`, and `shapes`: their states, a leading run axis), sharded over
+    the devices (`max_parallel` at a time) -> called with, per set, (states, deterministic [n]),
+    and with `keyed` a key per run [n, 2] (default: each state's own evaluation key), it gives
+    per set `Learner.evaluate_episodes`'s record ([n, episodes] each). Training's final evaluation
+    (`execute`), `eval`, its replay and `SavedRun.evaluate` all run it. Episodes that do not fit in
+    memory are a ResourceError naming `option` (name, what evaluates, where it is set)."""
+    def fn(learner):
+        if keyed:
+            return lambda state, deterministic, key: learner.evaluate_episodes(state, episodes, deterministic, key)
+        return lambda state, deterministic: learner.evaluate_episodes(state, episodes, deterministic)
+
+    def args(shape):
+        n = jax.tree.leaves(shape)[0].shape[0]
+        flags = jax.ShapeDtypeStruct((n,), np.bool_)
+        return (shape, flags, jax.ShapeDtypeStruct((n, 2), np.uint32)) if keyed else (shape, flags)
+
+    name, what, where = option
+    try:
+        return ShardedRunSets([(fn(learner), args(shape)) for learner, shape in zip(learners, shapes)],
+                              chunk=max_parallel)
+    except ResourceError as error:  # the episodes are what does not fit: name them
+        raise ResourceError(name, episodes, f"{what} {episodes} episodes per run does not fit ({error.rule}); "
+                            f"evaluate fewer episodes ({where})") from None
 
 
 def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates: int | None = None,

@@ -12,14 +12,12 @@ from typing import Any, Callable, NamedTuple
 import jax
 import numpy as np
 
-from purejaxppo.compiler import compiler_options
 from purejaxppo.config import ConfigError, PPOConfig, check_fields
-from purejaxppo.errors import ImportFailed, ResourceError
-from purejaxppo.experiments import compile_cache
+from purejaxppo.errors import ImportFailed
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
 from purejaxppo.experiments.experiment import DamagedRecord, Experiment
 from purejaxppo.experiments.faults import wait_ready
-from purejaxppo.experiments.memory import free_memory_bytes
+from purejaxppo.experiments.runs import evaluation_program
 from purejaxppo.gate import Bundle, gate
 from purejaxppo.train import Learner
 
@@ -106,19 +104,19 @@ class Restored(NamedTuple):
         """Every run on `episodes` fresh episodes (the training rollout code), keys from `seed`
         (the same episodes for every run): one dict per run: run, seed (None for a checkpoint
         written without a run's settings), step, returns, lengths and time_limit (ended by the
-        environment's time limit) [episodes] each. Episodes that would not fit in memory raise
-        ResourceError before they run."""
-        out = []
-        for name, (bundle, state) in self.sets.items():
-            learner = Learner(bundle)
-            evaluate = jax.jit(jax.vmap(lambda s: learner.evaluate_episodes(s, episodes, deterministic,
-                                                                            jax.random.PRNGKey(seed))),
-                               compiler_options=compiler_options())
-            with compile_cache.quiet_cache_loads():
-                program = evaluate.lower(state).compile()
-            _check_fits(program, episodes)
-            done = wait_ready(program(state))  # polled: a stop signal lands at once
-            experiment = self.experiment
+        environment's time limit) [episodes] each. It runs the one evaluation program
+        (`runs.evaluation_program`, sharded over the devices): episodes that would not fit in
+        memory raise ResourceError before they run."""
+        sets = list(self.sets.items())
+        shapes = [jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), state) for _, (_, state) in sets]
+        program = evaluation_program([Learner(bundle) for _, (bundle, _) in sets], shapes, episodes, keyed=True)
+        key = np.asarray(jax.random.PRNGKey(seed))  # the same episodes for every run
+        args = []
+        for name, (_, state) in sets:
+            n = len(self.meta["sets"][name]["runs"])
+            args.append((state, np.full(n, deterministic), np.tile(key, (n, 1))))
+        experiment, out = self.experiment, []
+        for (name, _), done in zip(sets, wait_ready(program(args))):  # polled: a stop signal lands at once
             for j, k in enumerate(self.meta["sets"][name]["runs"]):
                 seed_of_run = None if experiment is None else experiment.first_seed + k % experiment.spec.seeds
                 out.append({"run": k, "seed": seed_of_run, "step": self.meta["step"], "returns": done["return"][j],
@@ -143,18 +141,6 @@ def _check_index(name: str, value) -> None:
     """`run` and `step` of load/evaluate: an integer or None (a string would find nothing)."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
         raise ConfigError(name, value, "must be an integer or None")
-
-
-def _check_fits(program, episodes: int) -> None:
-    """The evaluation of `episodes` episodes, compiled, must fit in the device's free memory."""
-    memory, free = program.memory_analysis(), free_memory_bytes(jax.devices()[0])
-    if memory is None or free is None:
-        return
-    need = memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes
-    if need > free:
-        fits = int(episodes * free / need)
-        raise ResourceError("episodes", episodes, f"evaluating them needs {need / 2**30:.3g} GiB, more than the "
-                            f"{free / 2**30:.3g} GiB free; about {fits} episodes fit")
 
 
 def _saved(check: Callable, values: dict, where: Path, key: str):

@@ -5,9 +5,10 @@ the last rung's the config's own) the points are ranked on the sweep's ranked re
 seeds; `rank_by`, the evaluation by default, as every sweep ranks) and only the top 1/eta of them
 (at least one, every seed of it) go on, in a program of their own (the run axis compacted: one
 compile per rung). A point that goes on continues its own runs: its schedules (the learning rate's
-annealing, ...) are its config's, so a run that reaches the last rung ends exactly where the run
-of its config alone ends. What the rungs decided (`Rungs`) is saved beside every checkpoint, so a
-resume at any of them continues as the run never stopped. Its report: `halving_report`.
+annealing, ...) are its config's, so a run that reaches the last rung ends where the run of its
+config in the full grid ends (up to the rounding of a program of fewer runs). What the rungs
+decided (`Rungs`) is saved beside every checkpoint, so a resume at any of them continues as the
+run never stopped. Its report: `halving_report`.
 """
 
 from __future__ import annotations
