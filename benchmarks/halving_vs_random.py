@@ -86,23 +86,22 @@ def retrained(base, point: dict, seeds: int, eval_episodes: int) -> float:
 
 
 def table(rows: list[dict], threshold: float | None) -> str:
-    head = ["arm", "chosen point's return (mean ± s.e. over repetitions)", "per repetition", "env steps (mean)",
-            "points tried"]
-    if "retrained" in rows[0]:
-        head.insert(3, "retrained on fresh seeds (mean ± s.e.)")
-    if threshold is not None:
-        head.insert(3, f"repetitions whose choice ≥ {threshold:g}")
+    retrained = "retrained" in rows[0]
+    head = ["arm", "chosen point's return (mean ± s.e. over repetitions)", "per repetition",
+            *([f"repetitions whose choice ≥ {threshold:g}"] if threshold is not None else []),
+            *(["retrained on fresh seeds (mean ± s.e.)", "retrained, per repetition"] if retrained else []),
+            "env steps (mean)", "points tried"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm in ARMS:
         mine = [r for r in rows if r["arm"] == arm]
         values = [r["chosen_return"] for r in mine]
-        mean, se = mean_se(values)
-        cells = [arm, f"{mean:.4g} ± {se:.2g}", ", ".join(f"{v:.4g}" for v in values),
-                 f"{np.mean([r['env_steps'] for r in mine]):,.0f}", str(mine[0]["points"])]
-        if "retrained" in head[3]:
-            cells.insert(3, "{:.4g} ± {:.2g}".format(*mean_se([r["retrained"] for r in mine])))
+        cells = [arm, "{:.4g} ± {:.2g}".format(*mean_se(values)), ", ".join(f"{v:.4g}" for v in values)]
         if threshold is not None:
-            cells.insert(3, f"{sum(v >= threshold for v in values)}/{len(values)}")
+            cells.append(f"{sum(v >= threshold for v in values)}/{len(values)}")
+        if retrained:
+            again = [r["retrained"] for r in mine]
+            cells += ["{:.4g} ± {:.2g}".format(*mean_se(again)), ", ".join(f"{v:.4g}" for v in again)]
+        cells += [f"{np.mean([r['env_steps'] for r in mine]):,.0f}", str(mine[0]["points"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -113,9 +112,14 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=8)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--retrain-seeds", type=int, default=4, help="0: do not retrain the chosen points")
+    parser.add_argument("--table", metavar="JSONL", help="only the table of the JSON lines a run printed")
     args = parser.parse_args()
     compile_cache.enable()  # each repetition's programs are the first one's: compiled once
     base, spec = load_sweep(args.config, dict(parse_override(item) for item in args.set))
+    if args.table:
+        with open(args.table) as lines:
+            print(table([json.loads(line) for line in lines if line.startswith("{")], spec.threshold))
+        return
     if spec.kind != "halving" or not spec.random:
         raise SystemExit(f"{args.config}: needs a random: search space and a halving: section")
     section = {k: v for k, v in spec.to_dict().items() if not (k == "grid" and not v)}  # a random space alone

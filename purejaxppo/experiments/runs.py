@@ -112,14 +112,15 @@ class _Programs:
     """A group's compiled programs and its progress."""
 
     def __init__(self, sets: list[RunSet], chunk_updates, eval_episodes, max_parallel, progress,
-                 holds_all: bool = False, until: int | None = None):
+                 holds_all: bool = False, until: int | None = None, done: int = 0):
         self.sets = sets
         self.num_updates = sets[0].config.num_updates
         self.until = min(until or self.num_updates, self.num_updates)  # where this execution stops
+        span = self.until - done  # the updates it runs (`done`: where its runs start)
         # progress is reported from the host after each chunk: the checkpoints' chunks, or progress_chunk's
         if chunk_updates is None and progress is not None:
-            chunk_updates = progress_chunk(self.num_updates)
-        self.chunk = min(chunk_updates or self.num_updates, self.num_updates)
+            chunk_updates = progress_chunk(span)
+        self.chunk = max(1, min(chunk_updates or span, span))
         self.progress = progress
         self.learners = [Learner(s.config if s.bundle is None else s.bundle) for s in sets]
         self.max_parallel = max_parallel
@@ -259,12 +260,14 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     for sets in groups:
         if on_group is not None:
             on_group(sets[0].group, sum(len(s.runs) for s in sets))
+        started = start is not None and sets[0].name in start
+        done = next(iter(start[sets[0].name].metrics.values())).shape[1] if started else 0
         group = _Programs(sets, chunk_updates, eval_episodes, max_parallel, progress,
-                          holds_all=gather or between is not None, until=until)
-        if start is not None and sets[0].name in start:
+                          holds_all=gather or between is not None, until=until, done=done)
+        if started:
             group.states = [start[s.name].state for s in sets]
             group.metrics = [[start[s.name].metrics] for s in sets]
-            group.updates_done = next(iter(start[sets[0].name].metrics.values())).shape[1]
+            group.updates_done = done
         compiled.append(group)
 
     if resume:
