@@ -197,7 +197,7 @@ def evaluation_program(learners: list[Learner], shapes: list, episodes: int, max
     the devices (`max_parallel` at a time) -> called with, per set, (states, deterministic [n]),
     and with `keyed` a key per run [n, 2] (default: each state's own evaluation key), it gives
     per set `Learner.evaluate_episodes`'s record ([n, episodes] each). Training's final evaluation
-    (`execute`), `eval`, its replay and `SavedRun.evaluate` all run it. Episodes that do not fit in
+    (`execute`), `eval` and `SavedRun.evaluate` (the Python API) run it. Episodes that do not fit in
     memory are a ResourceError naming `option` (name, what evaluates, where it is set)."""
     def fn(learner):
         if keyed:
