@@ -4,7 +4,6 @@ and its resume from a middle checkpoint, bit for bit."""
 
 import csv
 import json
-import shutil
 
 import chex
 import jax
@@ -19,6 +18,8 @@ from purejaxppo.experiments.pbt import interval_fitness, make_pbt, make_step, st
 from purejaxppo.experiments.kinds.pbt_report import pbt_schedule
 from purejaxppo.normalize import RewardScaler, RunningStats
 from purejaxppo.train import LearnerState
+
+from conftest import cut_back
 
 MEMBERS, SEEDS = 4, 2
 RUNS = MEMBERS * SEEDS  # run = member * SEEDS + seed
@@ -346,14 +347,8 @@ def test_eval_reads_every_member_of_a_pbt_folder(whole, capsys):
 
 @pytest.mark.slow  # a PBT sweep resumed, compiled again: run by .ci/run after the default suite
 def test_a_pbt_run_resumed_from_a_middle_checkpoint_is_the_same_run(whole, capsys):
-    cut = whole / "cut"
-    shutil.copytree(whole / "whole", cut)
-    for path in (cut / "checkpoints").iterdir():
-        if int(path.name) > 2:  # kept: the checkpoint after the first interval (and its step)
-            shutil.rmtree(path)
-    for path in cut.iterdir():
-        if path.is_file() and path.name not in ("sweep.yaml", "progress.jsonl"):
-            path.unlink()
+    # kept: the checkpoint after the first interval (and its step)
+    cut = cut_back(whole / "whole", whole / "cut", 2, kept=("sweep.yaml", "progress.jsonl"))
     capsys.readouterr()
     assert main(["sweep", "--resume", str(cut)]) == 0
     assert "resuming" in capsys.readouterr().out
