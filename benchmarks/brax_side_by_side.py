@@ -80,6 +80,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import purejaxppo as ppo
+from benchmarks import harness
 from purejaxppo.envs import make_env, make_raw_env
 from purejaxppo.rollout import rollout
 from purejaxppo.train import Learner
@@ -393,11 +394,16 @@ def main():
     resets = []
     reset_cases = {"inverted_pendulum": ("configs/brax/inverted_pendulum.yaml", {}),
                    "ant": ("configs/brax/ant.yaml", {"num_envs": 64, "num_steps": 80})}
+    out = None  # this run's own report file: a new one (harness.write_kept), rewritten as it goes
+
     def write():
+        nonlocal out
         text = report(results, resets, args, command, started, datetime.datetime.now().strftime("%H:%M"), vers)
-        if args.out:
-            with open(args.out, "w") as f:
-                f.write(text)
+        if args.out and out is None:
+            out = harness.write_kept(args.out, text)
+            log(f"writing {out}")
+        elif out is not None:
+            out.write_text(text)
         return text
 
     write()  # the side-by-side alone first: the reset measurement of ant compiles for a while

@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks import harness
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -114,7 +116,9 @@ def main(argv=None) -> int:
         print(f"| {name} | {seconds:.3f} | {steps / seconds:,.0f} | "
               f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |")
     if a.json:
-        a.json.write_text(json.dumps({"seeds": a.seeds, "timesteps": a.timesteps, "rounds": rounds}, indent=1))
+        written = harness.write_kept(a.json, json.dumps({"seeds": a.seeds, "timesteps": a.timesteps, "rounds": rounds},
+                                                        indent=1))
+        print(f"wrote {written}")
     return 0
 
 

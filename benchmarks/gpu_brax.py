@@ -110,6 +110,8 @@ def main() -> None:
     import numpy as np
 
     import purejaxppo as ppo
+    from benchmarks import harness
+    from purejaxppo.experiments.paths import write_new
     from purejaxppo.train import Learner
 
     devices = jax.devices()
@@ -204,9 +206,9 @@ def main() -> None:
     print(md)
     folder = Path(args.results)
     folder.mkdir(parents=True, exist_ok=True)
-    stem = folder / f"{result['date']}-brax-{env_name}-{platform_name}"
-    stem.with_suffix(".md").write_text(md)
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=1))
+    stem = folder / harness.new_stem(folder, f"{result['date']}-brax-{env_name}-{platform_name}", [".md", ".json"])
+    write_new(stem.with_suffix(".md"), md)  # a new file, never an earlier measurement replaced
+    write_new(stem.with_suffix(".json"), json.dumps(result, indent=1))
     log(f"wrote {stem}.md and .json")
 
 

@@ -29,6 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks import harness  # noqa: E402
+
 
 def ours(task: str, updates: int | None, folder: Path) -> dict:
     cmd = [sys.executable, "-m", "purejaxppo.experiments.cli", "train", f"playground/gpu/{task}", "--seeds", "1",
@@ -124,7 +126,9 @@ def main():
              f"{'the configs cut to ' + str(args.updates) + ' updates' if args.updates else 'full budgets'}.", "",
              "| task | trainer | env steps | steps/s, compile excluded | steps/s, compile included | greedy return "
              "| notes |", "|---|---|---|---|---|---|---|"]
-    out = Path(args.results) / f"{datetime.date.today()}-playground-{hardware}.md"
+    # a new file (never an earlier measurement replaced), rewritten as each task's rows come in
+    out = harness.write_kept(Path(args.results) / f"{datetime.date.today()}-playground-{hardware}.md",
+                             "\n".join(lines) + "\n")
     for task in args.tasks.split(","):
         if args.only != "brax":
             with tempfile.TemporaryDirectory() as tmp:

@@ -19,7 +19,8 @@ The table gives per cell the median and range over rounds of the time and of env
 steps/s, and against the group's baseline the median (and range) of the per-round ratios.
 
 Results: <out>/<date>-<hardware>-suite.md and .json (-suite-quick for --quick; a --cases subset
-adds -<case>+<case>, so that it overwrites no complete run), plus PNG plots (matplotlib, Agg);
+adds -<case>+<case>; a rerun on the same day -2, -3, ...: no results file is ever replaced,
+`write_kept`), plus PNG plots (matplotlib, Agg);
 hardware is a short slug (cpu2 for a 2-core CPU, h200 for an H200), and the header of
 each file gives the hardware, package versions and date every absolute number belongs to.
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as _dt
+import glob
 import json
 import os
 import platform
@@ -421,12 +423,59 @@ def machine_info() -> dict:
 
 
 # --------------------------------------------------------------------------------------
-# results
+# results: a measurement is never replaced. Every writer of benchmarks/ names its files with
+# `new_stem` (a set of files: the suite's .md, .json and plots) or writes one with `write_kept`;
+# a rerun with the same options on the same day adds <stem>-2, -3, ... beside the earlier files.
+def _numbers(folder: Path, base: str, endings) -> set[int]:
+    """The numbers taken among folder/<base><ending> (1) and <base>-<n><ending> (n) for the endings."""
+    taken = set()
+    for ending in endings:
+        pattern = re.compile(re.escape(base) + r"(?:-(\d+))?" + re.escape(ending))
+        for path in Path(folder).glob(glob.escape(base) + "*" + glob.escape(ending)):
+            match = pattern.fullmatch(path.name)
+            if match:
+                taken.add(int(match.group(1) or 1))
+    return taken
+
+
+def new_stem(folder: Path, base: str, endings=(".md",)) -> str:
+    """The stem of a new set of results files folder/<stem><ending>: `base` where none of its files
+    exists, else base-<n>, n one past the highest taken (base-2 for a second run on one day)."""
+    taken = _numbers(folder, base, endings)
+    return base if not taken else f"{base}-{max(taken) + 1}"
+
+
+def write_kept(path: Path, data: str | bytes) -> Path:
+    """Write `data` as a new file: `path`, or where a file of that name exists (or appears in the
+    meantime) the next of path's stem -2, -3, ... (new_stem). Replaces nothing; -> the path written."""
+    from purejaxppo.experiments.paths import write_new
+
+    path = Path(path)
+    while True:
+        kept = path.with_name(new_stem(path.parent, path.stem, [path.suffix]) + path.suffix)
+        try:
+            write_new(kept, data)
+            return kept
+        except FileExistsError:  # another writer took that number first: the next one
+            continue
+
+
+def newest(path: Path) -> Path | None:
+    """The latest file `write_kept(path, ...)` wrote: the highest-numbered of path, its stem -2, -3, ...
+    (None if there is none)."""
+    path = Path(path)
+    taken = _numbers(path.parent, path.stem, [path.suffix])
+    if not taken:
+        return None
+    n = max(taken)
+    return path if n == 1 else path.with_name(f"{path.stem}-{n}{path.suffix}")
+
+
 def write_results(run: dict, out_dir: Path, cases: list[Case], plots: bool = True) -> dict:
     """<out_dir>/<date>-<hardware>-suite[-quick][-<case>+<case> for a subset].{md,json} and
     <stem>-<case>.png; returns the paths. `cases`: the definitions (plots, explanations) of
     the cases in `run`. A results file is never replaced: when the name is taken (a second run
-    on one day), the stem gets -2, -3, ..."""
+    on one day), the stem gets -2, -3, ... (new_stem)."""
     from purejaxppo.experiments.paths import write_new
 
     registry = by_name(cases)
@@ -434,8 +483,7 @@ def write_results(run: dict, out_dir: Path, cases: list[Case], plots: bool = Tru
     base = f"{run['date']}-{run['machine']['hardware']}-suite" + ("-quick" if run["quick"] else "")
     if run.get("subset"):
         base += "-" + "+".join(run["subset"])
-    stem = next(s for s in [base, *(f"{base}-{n}" for n in range(2, 10**6))]
-                if not any((out_dir / f"{s}{ext}").exists() for ext in (".md", ".json")))
+    stem = new_stem(out_dir, base, [".md", ".json", *(f"-{case['name']}.png" for case in run["cases"])])
     paths = {"md": out_dir / f"{stem}.md", "json": out_dir / f"{stem}.json"}
     if plots:
         for case in run["cases"]:

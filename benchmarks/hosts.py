@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 
+from benchmarks import harness
+
 UPDATES, EVERY = 400, 20
 
 
@@ -69,11 +71,10 @@ def main() -> None:
     for r in rows:
         lines.append(f"| {r['processes']} | {r['runs']} | {', '.join(f'{m:.0f}' for m in r['peak_mib'])} | "
                      f"{r['compile_s']:.1f} | {r['chunk_s']:.3f} | {r['wall_s']:.1f} |")
-    table = "\n".join(lines)
-    print(table)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(table + "\n")
+    table = "\n".join(lines) + "\n"
+    print(table, end="")
+    if args.out:  # a new file: where the name is taken, its next number (never a measurement replaced)
+        print(f"wrote {harness.write_kept(args.out, table)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,9 @@ use_all_cpu_cores()
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from benchmarks import harness  # noqa: E402
 from purejaxppo.config import parse_override  # noqa: E402
+from purejaxppo.experiments import report  # noqa: E402
 from purejaxppo.experiments.stats import mean_se  # noqa: E402
 from purejaxppo.experiments.spec import load_sweep, make_spec  # noqa: E402
 from purejaxppo import pbt, sweep  # noqa: E402
@@ -82,7 +84,8 @@ def plot(rows: list[dict], path: str, title: str) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    # a new file: where the name is taken, its next number (never a measurement replaced)
+    print(f"wrote {harness.write_kept(path, report.figure_bytes(fig, 120))}")
 
 
 def main() -> None:

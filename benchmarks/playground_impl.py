@@ -28,6 +28,8 @@ import time
 
 import jax
 
+from benchmarks import harness
+
 IMPLS = ("jax", "warp")
 
 
@@ -109,9 +111,8 @@ def main():
         for num_envs in (int(n) for n in args.envs.split(",")):
             cells[(task, num_envs)] = measure(task, num_envs, args.steps, args.rounds, log)
     text = report(cells, args, started, datetime.datetime.now().strftime("%H:%M"))
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    if args.out:  # a new file: where the name is taken, its next number (never a measurement replaced)
+        log(f"wrote {harness.write_kept(args.out, text)}")
     print(text)
 
 

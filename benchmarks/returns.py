@@ -5,7 +5,9 @@ published return of configs/references.yaml.
 
 It is hours of CPU, so it is resumable at two levels:
 - one committed result per config, benchmarks/results/returns/<name>.json: a config whose
-  result is current (same config text, at least the seeds asked for) is not run again;
+  result is current (same config text, at least the seeds asked for) is not run again (one
+  that is not is measured again into <name>-2.json, -3, ...: a result is never replaced, and
+  the highest number is the one read);
 - the run folders, runs/returns/<name>/ (not committed), checkpoint as they go: a run that
   was stopped is resumed (`purejaxppo train --resume`), not restarted.
 The table, <date>-returns-<hardware>.md, and its figure, with a panel per environment, are
@@ -81,12 +83,14 @@ def config_sha(name: str) -> str:
 
 
 def result_path(results: Path, name: str) -> Path:
+    """Where a result of `name` is written: <name>.json, or its next number where taken (harness.write_kept)."""
     return results / f"{name}.json"
 
 
 def read_result(results: Path, name: str) -> dict | None:
-    path = result_path(results, name)
-    return json.loads(path.read_text()) if path.is_file() else None
+    """The latest result of `name` (harness.newest), or None."""
+    path = harness.newest(result_path(results, name))
+    return json.loads(path.read_text()) if path is not None else None
 
 
 def is_current(result: dict | None, name: str, seeds: int = 0) -> bool:
@@ -312,8 +316,7 @@ def write_table(refs: dict, names: list[str], results: Path, out: Path, hardware
 
     rows = [row(n, refs[n], read_result(results, n)) for n in names]
     out.mkdir(parents=True, exist_ok=True)
-    base = f"{_dt.date.today()}-returns-{hardware}"
-    stem = next(s for s in [base, *(f"{base}-{n}" for n in range(2, 10**6))] if not (out / f"{s}.md").exists())
+    stem = harness.new_stem(out, f"{_dt.date.today()}-returns-{hardware}", [".md", ".png"])
     md, png = out / f"{stem}.md", out / f"{stem}.png"
     figure(rows, png)
     text = render(rows, hardware, command)
@@ -343,7 +346,7 @@ def main(argv: list[str]) -> int:
     if not a.table:
         for name in names:
             if is_current(read_result(results, name), name, a.seeds):
-                log(f"== {name}: measured already ({result_path(results, name)})")
+                log(f"== {name}: measured already ({harness.newest(result_path(results, name))})")
                 continue
             try:
                 folder = run_config(name, a.seeds, runs, log)
@@ -353,8 +356,8 @@ def main(argv: list[str]) -> int:
                 continue
             path = result_path(results, name)
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(collect(name, folder, runs), indent=1) + "\n")
-            log(f"   wrote {path}")
+            written = harness.write_kept(path, json.dumps(collect(name, folder, runs), indent=1) + "\n")
+            log(f"   wrote {written}")
     command = "python -m benchmarks --cases returns" + (" --gpu" if a.gpu else "") + \
         (f" --seeds {a.seeds}" if a.seeds != MIN_SEEDS else "")
     machine = harness.machine_info()

@@ -2,7 +2,7 @@
 
 Two formats: "stablehlo" (`jax.export`: a StableHLO module with its calling convention, which
 `jax.export.deserialize` loads; nothing beyond jax) and "onnx" (through jax2onnx, for
-onnxruntime and other ONNX runtimes; the optional extra `pip install "purejaxppo[onnx]"`;
+onnxruntime and other ONNX runtimes; the optional extra `pip install -e ".[onnx]"` in a clone;
 its own part, apart: purejaxppo.export_onnx).
 
 What is exported is the policy as `make_policy` runs it by its mode: the same agent

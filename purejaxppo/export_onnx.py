@@ -1,5 +1,5 @@
-"""The ONNX format's own part of purejaxppo.export (the optional extra `pip install
-"purejaxppo[onnx]"`: jax2onnx and onnxruntime): the check that both are installed, the
+"""The ONNX format's own part of purejaxppo.export (the optional extra `onnx`, jax2onnx and
+onnxruntime: `pip install -e ".[onnx]"` in a clone): the check that both are installed, the
 conversion of the policy function, and a file loaded back with onnxruntime. It imports
 neither package until asked; purejaxppo.export words a conversion's fault and verifies the file."""
 
@@ -10,6 +10,7 @@ import logging
 from typing import Callable
 
 from purejaxppo.errors import ConfigError
+from purejaxppo.extras import install_line
 
 ONNX_PACKAGES = ("jax2onnx", "onnxruntime")
 VERSIONS = ("jax2onnx", "onnx", "onnxruntime")  # named in an ONNX file's metadata, beside jax's
@@ -23,7 +24,7 @@ def check_onnx_installed() -> None:
             importlib.import_module(name)
         except ImportError:
             raise ConfigError("format", "onnx", f"needs {name}, which is not installed: "
-                              f"pip install \"purejaxppo[onnx]\" (jax2onnx and onnxruntime)") from None
+                              f"{install_line('onnx')} (jax2onnx and onnxruntime)") from None
 
 
 def to_onnx(fn: Callable, inputs: list, input_names: list[str], output_names: list[str]):

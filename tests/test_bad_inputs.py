@@ -25,6 +25,7 @@ import user_networks
 from purejaxppo import config
 from purejaxppo.config import ConfigError, HParams, PPOConfig
 from purejaxppo.experiments import cli, options
+from purejaxppo.extras import install_line
 
 BASE = "env: CartPole-v1\nnum_envs: 4\nnum_steps: 16\nnum_minibatches: 2\ntotal_timesteps: 640\n"
 SWEEP = BASE + "sweep:\n  grid: {clip_eps: [0.1, 0.2]}\n"
@@ -349,7 +350,7 @@ CASES = [
     Cli("export: --format unknown", ["export", "nothing", "--format", "tflite"], "--format",
         "invalid choice: 'tflite'"),
     Cli("export: --format onnx without the extra", ["export", "nothing", "--format", "onnx"], "--format",
-        'pip install "purejaxppo[onnx]"', absent=("jax2onnx",)),
+        f"not installed: {install_line('onnx')} (jax2onnx", absent=("jax2onnx",)),
     Cli("export: --outputs unknown", ["export", "nothing", "--outputs", "logits"], "--outputs",
         "invalid choice: 'logits'"),
     Cli("export: --run -1", ["export", "nothing", "--run", "-1"], "--run", "must be a non-negative integer"),

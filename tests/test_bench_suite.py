@@ -325,6 +325,67 @@ def test_a_results_file_is_never_replaced_and_never_lost(tmp_path, capsys, monke
     assert json.loads(next(kept.glob("*.json")).read_text())["quick"] is True
 
 
+def test_write_kept_adds_the_next_number_and_replaces_nothing(tmp_path):
+    """The one way benchmarks/ writes a measurement (harness.write_kept, new_stem, newest): a rerun
+    on the same day adds <stem>-2, -3, ... beside the earlier files, which stay as they were."""
+    assert suite.write_kept(tmp_path / "r.md", "first") == tmp_path / "r.md"
+    assert suite.write_kept(tmp_path / "r.md", "second") == tmp_path / "r-2.md"
+    assert suite.write_kept(str(tmp_path / "r.md"), b"third") == tmp_path / "r-3.md"
+    assert [(tmp_path / n).read_bytes() for n in ("r.md", "r-2.md", "r-3.md")] == [b"first", b"second", b"third"]
+    assert suite.newest(tmp_path / "r.md") == tmp_path / "r-3.md" and suite.newest(tmp_path / "q.md") is None
+    for other in ("r-9.json", "r-x.md", "rr-7.md", "r-2-limit.md"):  # another ending, name or stem: not r.md's
+        (tmp_path / other).write_text("")
+    assert suite.write_kept(tmp_path / "r.md", "fourth") == tmp_path / "r-4.md"
+    (tmp_path / "r-2.md").unlink()  # a gap: the next number is still one past the highest, the newest
+    assert suite.write_kept(tmp_path / "r.md", "fifth") == tmp_path / "r-5.md" == suite.newest(tmp_path / "r.md")
+    # a set of files shares one stem: taken where any one of them exists
+    (tmp_path / "s-x.png").write_text("")
+    assert suite.new_stem(tmp_path, "s", [".md", ".json"]) == "s"
+    assert suite.new_stem(tmp_path, "s", [".md", ".json", "-x.png"]) == "s-2"
+
+
+def test_a_rerun_replaces_no_plot_of_an_earlier_run(tmp_path, monkeypatch):
+    """An earlier run's plot stays, even where its markdown and JSON are gone (moved, or never written)."""
+    monkeypatch.setattr(suite, "machine_info", lambda: {"cpu": "c", "cores": 2, "os": "o", "backend": "cpu",
+                                                        "devices": 1, "device_kind": "cpu", "hardware": "cpu2"})
+    drawn = iter(range(10))
+    case = [Case("x", "x", {"quick": {}, "full": {}}, lambda s: [],
+                 plot=lambda result, png, run: png.write_bytes(b"plot %d" % next(drawn)))]
+    assert suite.main(["--quick", "--out", str(tmp_path)], case) == 0
+    (png,) = tmp_path.glob("*.png")
+    for end in (".md", ".json"):
+        png.with_name(png.name.replace("-x.png", end)).unlink()
+    assert suite.main(["--quick", "--out", str(tmp_path)], case) == 0
+    assert png.read_bytes() == b"plot 0"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [png.name, *(png.name.replace("-quick-x.png", f"-quick-2{end}") for end in (".md", ".json", "-x.png"))])
+
+
+def test_the_returns_case_measures_a_stale_result_again_into_a_new_file(tmp_path, monkeypatch, capsys):
+    """A per-config result that is not current is measured again beside it (<config>-2.json), and the
+    newest is the one read: for the table, and for whether it is current."""
+    from benchmarks import returns
+
+    committed = json.loads((returns.PER_CONFIG / "cartpole.json").read_text())  # a real result's fields
+    results, out = tmp_path / "results", tmp_path / "out"
+    results.mkdir()
+    stale = json.dumps({**committed, "config_sha": "an-older-config", "seeds": 4})
+    (results / "cartpole.json").write_text(stale)
+    measured = []
+    monkeypatch.setattr(returns, "run_config", lambda name, seeds, runs, log: measured.append(name) or tmp_path)
+    monkeypatch.setattr(returns, "collect", lambda name, folder, runs: {**committed, "config_sha": returns.config_sha(
+        name), "seeds": 4, "eval_return_sampled": [123.0] * 4})
+    argv = ["--cases", "returns", "--configs", "cartpole", "--results", str(results), "--out", str(out),
+            "--runs", str(tmp_path / "runs")]
+    assert returns.main(argv) == 0 and measured == ["cartpole"]
+    assert (results / "cartpole.json").read_text() == stale  # the earlier measurement, as it was
+    assert returns.read_result(results, "cartpole")["eval_return_sampled"] == [123.0] * 4
+    assert "| cartpole |" in capsys.readouterr().out and "123" in next(out.glob("*.md")).read_text()
+    assert returns.main(argv) == 0 and measured == ["cartpole"]  # the newest is current: not measured again
+    assert sorted(p.name for p in results.iterdir()) == ["cartpole-2.json", "cartpole.json"]
+    assert len(list(out.glob("*.md"))) == 2  # the table too: a second one
+
+
 def test_replot_of_a_missing_or_malformed_file_is_one_line(tmp_path, capsys):
     (tmp_path / "not.json").write_text("{oops")
     (tmp_path / "other.json").write_text('{"cases": []}')

@@ -4,11 +4,14 @@ about machine features on stderr); --no-cache writes none."""
 
 import math
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
+from conftest import CARTPOLE_RUN
+from purejaxppo.experiments import cli
 from purejaxppo.experiments.runs import progress_chunk
 
 CONFIG = "env: CartPole-v1\nnum_envs: 4\nnum_steps: 16\nnum_minibatches: 2\ntotal_timesteps: 256\n"
@@ -73,6 +76,47 @@ def test_tiny_ops_are_never_cached_even_when_they_compile_slowly(tmp_path):
     done = subprocess.run([sys.executable, "-c", script, str(cache)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert entries(cache) == []
+
+
+# jaxlib 0.9.2's false alarm (the oldest end: .ci/oldest.txt), printed by its C++ code on fd 2 for every
+# program read back from the cache; newer jaxlibs print none on the machine that compiled
+FALSE_ALARM = ("E0000 00:00:1764979200.000000    4242 cpu_client.cc:1] Loading XLA:CPU AOT result. Target machine "
+               "feature +prefer-no-gather is not supported on the host machine. This could lead to execution errors "
+               "such as SIGILL.\n")
+# `purejaxppo export` twice in one process, the second reading its programs back from the cache, each
+# read back printing FALSE_ALARM as jaxlib 0.9.2 does (jax.monitoring's cache-hit event, fired within
+# the compile); every program is cached (no thresholds), a conversion's as much as the policy's
+EXPORT_TWICE = """
+import os, sys
+import jax
+from purejaxppo.experiments import cli, compile_cache
+compile_cache.MIN_COMPILE_SECONDS = compile_cache.MIN_ENTRY_BYTES = 0
+hits = []
+def on_event(event, **kwargs):
+    if event == "/jax/compilation_cache/cache_hits":
+        hits.append(event)
+        os.write(2, sys.argv[3].encode())
+jax.monitoring.register_event_listener(on_event)
+for n in (1, 2):
+    assert cli.main(["export", sys.argv[1], "--format", "stablehlo", "--out", f"{sys.argv[2]}/policy{n}.stablehlo"]) == 0
+    jax.clear_caches()
+print(f"programs read back from the cache: {len(hits)}")
+"""
+LIBRARY_WARNING = re.compile(r"^[WE]\d{4} |could lead to|^WARNING:|Assume version compatibility", re.MULTILINE)
+
+
+def test_export_from_a_warm_cache_prints_no_library_warning(tmp_path):
+    """`purejaxppo export` compiles inside quiet_cache_loads, as train and eval do: what it prints is
+    its own lines, none of the library's (XLA's, absl's, JAX's)."""
+    assert cli.main(["train", *CARTPOLE_RUN, "--out", str(tmp_path / "run")]) == 0  # compiled once a session
+    env = {**os.environ, "PUREJAXPPO_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", EXPORT_TWICE, str(tmp_path / "run"), str(tmp_path), FALSE_ALARM],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    hits = int(re.search(r"programs read back from the cache: (\d+)", done.stdout).group(1))
+    assert hits > 0  # the second export read its programs back: the alarms were printed, within the export
+    assert done.stdout.count("verified: loaded with jax.export.deserialize") == 2
+    assert not LIBRARY_WARNING.search(done.stdout + done.stderr), done.stdout + done.stderr
 
 
 def test_progress_chunks_divide_the_run_into_between_half_and_twice_progress_points_reports():

@@ -312,7 +312,7 @@ def test_errors_by_kind():
 def test_cli_prints_any_usage_error_on_one_line_and_exits_2(error, monkeypatch, capsys):
     from purejaxppo.experiments import cli
 
-    def refuse(args):
+    def refuse(args, cluster):
         raise error
 
     monkeypatch.setattr(cli, "run_command", refuse)

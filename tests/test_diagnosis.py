@@ -1,18 +1,19 @@
 """The clip-fraction diagnosis knows when its advice cannot apply (experiments.diagnosis): a single
-epoch, where the clip cannot act between epochs, and returns already at the environment's cap or
-the reference (configs/references.yaml), in the rules and in the sweep and run summaries."""
+epoch, where the clip cannot act between epochs, and returns already at a cap (the user's, or a
+task's optimum) or at a published return, a reference and never called a cap
+(configs/references.yaml), in the rules and in the sweep and run summaries."""
 
 import numpy as np
 import pytest
 
 from purejaxppo.config import ConfigError
 from purejaxppo.experiments import diagnosis, report
-from purejaxppo.experiments.diagnosis import diagnose
+from purejaxppo.experiments.diagnosis import Ceiling, diagnose
 from purejaxppo.experiments.spec import make_spec
 from test_report_ranking import Stand
 
 AFFORDABLE = "more epochs or a tighter clip are affordable"
-CAP = (500.0, "the reference (500, cartpole in configs/references.yaml)")
+CAP = Ceiling(500.0, "the task's optimum (500, cartpole in configs/references.yaml)", True)
 
 
 def test_a_single_epoch_is_not_told_to_use_more_epochs_or_a_tighter_clip():
@@ -28,7 +29,7 @@ def test_a_single_epoch_is_not_told_to_use_more_epochs_or_a_tighter_clip():
 def test_returns_at_the_cap_or_the_reference_are_not_told_to_use_the_batch_more():
     clip = [0.001, 0.002, 0.005]
     line = diagnose(clip, mean_return=500.0, cap=CAP)
-    assert line.startswith("at the cap: the mean return 500 already reaches the reference (500, cartpole")
+    assert line.startswith("at the cap: the mean return 500 already reaches the task's optimum (500, cartpole")
     assert AFFORDABLE not in line and "nothing left to gain" in line
     assert diagnose(clip, mean_return=512.0, cap=CAP).startswith("at the cap")  # above the reference too
     for below in (499.0, float("nan"), None):  # below the cap, or no return known: the advice stands
@@ -41,14 +42,34 @@ def test_returns_at_the_cap_or_the_reference_are_not_told_to_use_the_batch_more(
     assert diagnose([0.01, 0.05, 0.1], mean_return=500.0, cap=CAP).startswith("in range")
 
 
-def test_the_cap_is_the_users_or_the_highest_reference_of_the_environment():
-    value, what = diagnosis.ceiling("CartPole-v1")
-    assert value == 500.0 and "cartpole in configs/references.yaml" in what and what.startswith("the reference")
-    assert diagnosis.ceiling("Acrobot-v1")[0] == -80.0
-    assert diagnosis.ceiling("MemoryChain-bsuite")[1].startswith("the task's optimum (1,")
+@pytest.mark.parametrize("env, value, method, config", [
+    ("Acrobot-v1", -80.0, "PPO", "acrobot"), ("MountainCar-v0", -118.0, "PPO", "mountaincar"),
+    ("Breakout-MinAtar", 28.0, "PPO", "minatar_breakout"), ("Pendulum-v1", -130.0, "ES", "pendulum")])
+def test_a_published_return_is_a_reference_never_a_cap(env, value, method, config):
+    """A PPO (or ES) baseline is what a run should reach, not what it cannot exceed: a run at it is
+    "at the reference", and neither called at a cap nor told there is nothing left to gain."""
+    found = diagnosis.ceiling(env)
+    assert found == (value, f"the published {method} return of {env} ({value:g}, {config} in configs/references.yaml)",
+                     False)
+    line = diagnose([0.001, 0.002, 0.005], mean_return=value + 1.0, cap=found)
+    assert line.startswith(f"at the reference: the mean return {value + 1:g} already reaches the published {method} "
+                           f"return of {env}")
+    assert "cap" not in line and "nothing left to gain" not in line and AFFORDABLE not in line
+    assert "the last epoch clips 0.5% < 2%" in line
+    assert diagnose([0.001, 0.002, 0.005], mean_return=value - 1.0, cap=found).startswith("under-used")
+
+
+def test_the_cap_is_the_users_or_the_tasks_optimum():
+    # CartPole's published 500 is also its episode cap (references.yaml: cap: true): the task's optimum
+    assert diagnosis.ceiling("CartPole-v1") == (500.0, "the task's optimum (500, cartpole in configs/references.yaml)",
+                                                True)
+    assert diagnosis.ceiling("MemoryChain-bsuite") == (1.0, "the task's optimum (1, memory_chain_gru in "
+                                                            "configs/references.yaml)", True)  # method: optimum
     assert diagnosis.ceiling("no-such-env") is None and diagnosis.ceiling(None) is None
     assert diagnosis.ceiling("CartPole-v1", return_cap=200)[0] == 200.0  # the user's cap comes first
-    assert diagnosis.ceiling("no-such-env", return_cap=-3.5) == (-3.5, "the environment's cap (-3.5, diagnosis.return_cap)")
+    assert diagnosis.ceiling("Acrobot-v1", return_cap=-60).cap  # the user's is a cap, even over a reference
+    assert diagnosis.ceiling("no-such-env", return_cap=-3.5) == (-3.5, "the environment's cap (-3.5, "
+                                                                       "diagnosis.return_cap)", True)
     assert make_spec({"diagnosis": {"return_cap": -120}}).diagnosis["return_cap"] == -120  # a return may be negative
     with pytest.raises(ConfigError, match="diagnosis.return_cap.*finite number"):
         make_spec({"diagnosis": {"return_cap": "high"}})
@@ -59,11 +80,16 @@ def test_the_cap_is_the_users_or_the_highest_reference_of_the_environment():
 def test_a_sweep_at_the_cap_and_a_one_epoch_point_are_diagnosed_so():
     train, evals = [[400.0, 420.0, 410.0], [300.0, 310.0, 320.0]], [[500.0] * 3, [450.0, 460.0, 470.0]]
     rows = report.sweep_summary(Stand(train, evals, clip=0.001, env="CartPole-v1"))
-    assert rows[0]["diagnosis"].startswith("at the cap: the mean return 500 already reaches the reference (500")
+    assert rows[0]["diagnosis"].startswith("at the cap: the mean return 500 already reaches the task's optimum (500")
     assert rows[1]["diagnosis"].startswith("under-used")  # 460 is below the cap
     # judged on the return the points are ranked on: the train return (410) is not at the cap
     assert report.sweep_summary(Stand(train, evals, {"rank_by": "train"}, clip=0.001,
                                       env="CartPole-v1"))[0]["diagnosis"].startswith("under-used")
+    # Acrobot's -80 is PPO's published return, not a cap: a point past it is at the reference
+    acrobot = report.sweep_summary(Stand([[-90.0] * 3] * 2, [[-70.0] * 3, [-95.0] * 3], clip=0.001, env="Acrobot-v1"))
+    assert acrobot[0]["diagnosis"].startswith("at the reference: the mean return -70 already reaches the published "
+                                              "PPO return of Acrobot-v1 (-80, acrobot in configs/references.yaml)")
+    assert acrobot[1]["diagnosis"].startswith("under-used")
     capped = report.sweep_summary(Stand(train, evals, {"diagnosis": {"return_cap": 450}}, clip=0.001))
     assert [row["diagnosis"].split(":")[0] for row in capped] == ["at the cap", "at the cap"]
     one = report.sweep_summary(Stand(train, evals, clip=0.001, epochs=1))

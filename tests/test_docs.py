@@ -1,5 +1,6 @@
 """The Markdown files a user reads: every relative link resolves to a file of the repository
-(and to a heading, where it names one), and no link or path leaves the repository.
+(and to a heading, where it names one), no link or path leaves the repository, and every
+`pip install` line runs from a clone.
 
 Plain text parsing, no mkdocs needed (`mkdocs build --strict`, the `docs` extra, checks the
 links between docs/ pages too; .ci/run runs it)."""
@@ -7,9 +8,13 @@ links between docs/ pages too; .ci/run runs it)."""
 from __future__ import annotations
 
 import re
+import shlex
+import tomllib
 from pathlib import Path
 
 import pytest
+
+from purejaxppo.extras import NAME, requirement_name
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted([ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "benchmarks" / "README.md",
@@ -17,6 +22,9 @@ PAGES = sorted([ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "benchmarks" /
 FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.M | re.S)
 LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 CODE = re.compile(r"(`+)(.+?)\1", re.S)
+PIP = re.compile(r"pip3? install\b[^\n]*")
+PATH_EXTRAS = re.compile(r"(?<![\w\]])\.\[([^\]\s]*)\]")  # `.[envs]`, `-e ".[test,envs]"`: a clone's extras
+EXTRAS = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
 
 
 def prose(text: str) -> str:
@@ -44,6 +52,29 @@ def anchors(page: Path) -> set[str]:
         seen[base] = count + 1
         out.add(base if count == 0 else f"{base}-{count}")
     return out
+
+
+def code(text: str) -> str:
+    """The text's code, a piece a line: fenced blocks, then inline spans."""
+    return "\n".join([m[0] for m in FENCE.finditer(text)] + [span for _, span in CODE.findall(prose(text))])
+
+
+def install_faults(text: str) -> list[str]:
+    """The `pip install` lines of the text's code that fail from a clone: purejaxppo asked of a
+    registry (it is on none: a clone installs it with -e and a path), and `.[X]` naming an extra
+    pyproject.toml does not declare (in a comment or a span of its own too)."""
+    faults = []
+    for line in PIP.findall(code(text)):
+        words = shlex.split(line, comments=True)[2:]
+        for before, word in zip(["install", *words], words):
+            if not word.startswith("-") and before not in ("-e", "--editable") and "@" not in word \
+                    and requirement_name(word)[0] == NAME:
+                faults.append(f"{line.strip()}: {NAME} is on no registry (pip install -e from a clone)")
+    for extras in PATH_EXTRAS.findall(code(text)):
+        unknown = sorted(set(extras.split(",")) - EXTRAS)
+        if unknown:
+            faults.append(f".[{extras}]: pyproject.toml declares no extra {', '.join(unknown)}")
+    return faults
 
 
 def inside(path: Path) -> bool:
@@ -97,6 +128,13 @@ def test_the_repository_paths_the_text_names_exist(page):
     assert not missing, f"{page.relative_to(ROOT)} names files that are not in the repository: {missing}"
 
 
+@pytest.mark.parametrize("page", [p for p in PAGES if p.name != "CHANGELOG.md"],  # the changelog: history
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_install_line_runs_from_a_clone(page):
+    faults = install_faults(page.read_text())
+    assert not faults, f"{page.relative_to(ROOT)}: " + "; ".join(faults)
+
+
 def test_the_checks_catch_what_they_are_for(tmp_path):
     text = ("[ok](docs/index.md) ![img](a.png) `[not a link](nowhere.md)` [web](https://example.org)\n"
             "```\n[in code](nowhere.md)\n```\n[anchor](#a-heading-with-code)")
@@ -107,3 +145,10 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("# Top\n## Top\n```\n# not a heading\n```\n")
     assert anchors(page) == {"top", "top-1"}
+    text = ("`pip install 'purejaxppo[envs]'` `pip install -e \".[envs]\"` `pip install wandb` `.[tpu,gpu]`\n"
+            "```bash\npython -m pip install purejaxppo   # or .[cuda13], or .[cuda99]\npip install -e .\n```\n"
+            "`pip install git+https://example.org/purejaxppo.git` `pip install 'purejaxppo @ ./x'` "
+            "`pip install -e '.[nope]' -r req.txt` the sentence ends.[a link](x.md)")
+    assert [fault.split(":")[0] for fault in install_faults(text)] == [
+        "pip install purejaxppo   # or .[cuda13], or .[cuda99]", "pip install 'purejaxppo[envs]'",
+        ".[cuda99]", ".[tpu,gpu]", ".[nope]"]

@@ -7,6 +7,7 @@ The ONNX cases need the `onnx` extra (jax2onnx, onnxruntime) and are skipped wit
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import user_networks
 from purejaxppo import export
 from purejaxppo.config import ConfigError
 from purejaxppo.experiments import cli
+from purejaxppo.extras import install_line
 from purejaxppo.normalize import RunningStats
 
 FORMATS = ["stablehlo", "onnx"]
@@ -277,7 +279,7 @@ def test_bad_arguments_are_one_line_naming_the_argument(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="must be a LearnerState"):
         export.export_policy(cfg, {"params": state.params})
     monkeypatch.setitem(sys.modules, "jax2onnx", None)  # not installed
-    with pytest.raises(ConfigError, match=r'pip install "purejaxppo\[onnx\]"') as info:
+    with pytest.raises(ConfigError, match=re.escape(f"not installed: {install_line('onnx')} (jax2onnx")) as info:
         export.export_policy(cfg, state, "onnx")
     assert info.value.field == "format"
     assert (tmp_path / "taken.onnx").read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == [

@@ -451,11 +451,10 @@ def test_a_process_that_jax_aborts_still_prints_its_line_naming_process_0_when_i
             listening.listen()
         else:
             listening.close()
-        code = ("import os, sys; from jax._src.distributed import global_state; "
+        code = ("import os, sys; "
                 "from purejaxppo.experiments.faults import line_on_abort, runtime_output_to; "
-                f"global_state.coordinator_address = '127.0.0.1:{port}'; "
                 f"runtime_output_to({str(tmp_path / 'process-1.log')!r}); "
-                "assert line_on_abort('purejaxppo: error: {who} was lost (the end)'); "
+                f"assert line_on_abort('purejaxppo: error: {{who}} was lost (the end)', '127.0.0.1:{port}'); "
                 + ("os.abort()" if ends == "abort" else "sys.exit(0)"))
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == (-signal.SIGABRT if ends == "abort" else 0), done.stderr
@@ -580,8 +579,8 @@ def test_four_processes_equal_one_within_float_rounding(tmp_path):
 
 HELD = r"""
 import json, sys
-from purejaxppo.experiments.hosts import init_distributed
-init_distributed()
+from purejaxppo.experiments.hosts import join
+cluster = join()  # the job's processes, handed to what saves and runs
 import jax, numpy as np
 import purejaxppo as ppo
 from purejaxppo.experiments import sweep as sw
@@ -597,8 +596,9 @@ def spy(*args, **kwargs):  # what execute hands back to this process, before run
     return results, timings
 execute, sw.execute = sw.execute, spy
 base = ppo.load_config("configs/cartpole.yaml", {"total_timesteps": 640, "num_envs": 4, "num_steps": 16})
-checkpoints = Checkpoints(sys.argv[1], shared=True)
-result = sw.run_plan(sw.plan(base, sw.make_spec(seeds=4)), checkpoints=checkpoints, checkpoint_every=5)
+checkpoints = Checkpoints(sys.argv[1], cluster=cluster)
+result = sw.run_plan(sw.plan(base, sw.make_spec(seeds=4)), checkpoints=checkpoints, checkpoint_every=5,
+                     cluster=cluster)
 print("HELD", json.dumps({**seen, "state": result.outputs["group0-epochs4"].state is None,
                           "diverged": result.diverged.tolist(), "steps": checkpoints.steps()}))
 """

@@ -116,10 +116,14 @@ NEVER_REACHES = {
 # ... and what it must not import itself (a kind's report reaches it through the record's sweep section)
 NEVER_IMPORTS = {
     "experiments.folder": {"experiments.report", "experiments.kinds", "experiments.cli", "experiments.request",
-                           "experiments.runs", "experiments.sweep", "experiments.outcome"},
+                           "experiments.runs", "experiments.sweep", "experiments.outcome", "experiments.hosts"},
     "experiments.plan": {"experiments.pbt", "experiments.report", "experiments.folder"},
-    "experiments.memory": {"experiments.spec", "experiments.kinds"},
+    "experiments.memory": {"experiments.spec", "experiments.kinds", "experiments.hosts"},
 }
+# the job's processes are one object handed in (`hosts.Cluster`): only hosts.py asks JAX which process
+# this is, and parallel.py lays arrays out over the processes' devices
+PROCESS_QUESTIONS = ("process_index", "process_count", "distributed", "multihost_utils")
+ASKS_WHICH_PROCESS = {"experiments.hosts", "experiments.parallel"}
 
 
 def reached(name: str, graph: dict[str, set[str]]) -> dict[str, list[str]]:
@@ -145,3 +149,28 @@ def test_the_experiment_sides_layers_hold():
     for name, banned in NEVER_IMPORTS.items():
         wrong = {m for m in graph[name] if any(m == b or m.startswith(f"{b}.") for b in banned)}
         assert not wrong, f"{name} imports {sorted(wrong)}"
+
+
+def asks_which_process(path: Path) -> set[str]:
+    """The names of `PROCESS_QUESTIONS` a file uses (an attribute `jax.process_index`, an import of
+    multihost_utils, ...)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute):
+            names = [node.attr]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [part for alias in node.names for part in alias.name.split(".")]
+            names += (getattr(node, "module", None) or "").split(".")
+        else:
+            names = []
+        found.update(name for name in names if name in PROCESS_QUESTIONS)
+    return found
+
+
+def test_only_the_hosts_module_asks_which_process_this_is():
+    """The executor, the folder, the checkpoints and memory are handed the processes (a Cluster)."""
+    assert asks_which_process(PACKAGE / "experiments" / "hosts.py") >= {"process_index", "distributed"}
+    for name, path in modules().items():
+        if name not in ASKS_WHICH_PROCESS:
+            asked = asks_which_process(path)
+            assert not asked, f"{name} asks JAX which process this is ({sorted(asked)}): take a hosts.Cluster"

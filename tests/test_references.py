@@ -21,7 +21,8 @@ def test_every_shipped_train_config_has_a_reference_and_nothing_else_has():
 @pytest.mark.parametrize("name", sorted(REFS))
 def test_each_reference_is_complete(name):
     ref = REFS[name]
-    assert set(ref) <= {"return", "steps", "method", "cite", "source", "size", "cpu_minutes", "note"}
+    assert set(ref) <= {"return", "steps", "method", "cap", "cite", "source", "size", "cpu_minutes", "note"}
+    assert ref.get("cap") in (None, True) and not (ref.get("cap") and ref["method"] in ("optimum", "none"))
     assert {"return", "steps", "method", "cite", "source", "size", "cpu_minutes"} <= set(ref)
     assert ref["size"] in ("cpu", "gpu") and ref["cite"] and ref["source"]
     if ref["return"] is None:  # nothing published: the cite says so and the note what is known instead

@@ -60,7 +60,7 @@ def references() -> dict[str, dict]:
 @functools.cache
 def references_by_env() -> dict[str, tuple[float, str, str]]:
     """env -> (return, config name, method): the highest published return over the shipped
-    configs of each environment (the diagnosis's cap)."""
+    configs of each environment (the diagnosis's reference, or its cap where marked `cap: true`)."""
     import yaml
 
     best: dict[str, tuple[float, str, str]] = {}

@@ -36,6 +36,7 @@ from purejaxppo.envs.gymnax import GymnaxEnv, env_names  # imports gymnax itself
 from purejaxppo.envs.gymnax import check_name as check_gymnax_name
 from purejaxppo.envs.wrappers import AutoReset, EpisodeStats
 from purejaxppo.errors import ConfigError
+from purejaxppo.extras import install_line
 from purejaxppo.imports import call_factory, failure, import_object
 
 # family prefix -> (module, adapter class); a name without a prefix is a gymnax name
@@ -182,7 +183,7 @@ def make_raw_env(env: str, env_params: Mapping[str, Any] | None = None) -> Env:
         newer = (f" (on Python {'.'.join(map(str, python))} or newer; this is {sys.version.split()[0]})"
                  if sys.version_info < python else "")
         raise ConfigError("env", env, f"needs the optional {family} package, not installed here: "
-                          f"pip install 'purejaxppo[{extra}]'{newer}")
+                          f"{install_line(extra)}{newer}")
     module, cls = FAMILIES[family]
     return getattr(importlib.import_module(module), cls)(name, dict(env_params or {}))
 

@@ -31,7 +31,7 @@ import jax
 import numpy as np
 
 from purejaxppo.errors import UsageError
-from purejaxppo.experiments.hosts import lost_process, process_count, process_index
+from purejaxppo.experiments.hosts import Cluster, alone
 
 FORMAT = "purejaxppo-checkpoint/1"
 VERSIONED = ("purejaxppo", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "gymnax")
@@ -191,17 +191,18 @@ def _size(x) -> int:
 class Checkpoints:
     """The checkpoints of one run folder (`folder` = <run folder>/checkpoints).
 
-    `keep`: keep only the newest `keep` (None: all). `shared` (several processes, a
-    filesystem all of them share): every process opens it at the same point and calls `save`
+    `keep`: keep only the newest `keep` (None: all). `cluster` (`hosts.join`'s; default this
+    process alone): of several processes, on a filesystem all of them share, every process
+    opens it at the same point and calls `save`
     with the same tree, global arrays sharded over the processes' devices (each writes the
     shards it holds, numpy leaves are written by process 0, and orbax's barrier finalises the
     checkpoint, renaming it into place, only once every process has finished its part); and
-    `restore` reads each process's shards into the sharding asked for. Without it, this
-    process alone (one process; or several, of which this one only reads a checkpoint).
+    `restore` reads each process's shards into the sharding asked for. Alone (one process; or
+    one of several that reads a folder on its own), this process reads and writes it all.
     """
 
-    def __init__(self, folder: str | Path, keep: int | None = None, create: bool = True, shared: bool = False,
-                 on_failed_save=None):
+    def __init__(self, folder: str | Path, keep: int | None = None, create: bool = True,
+                 cluster: Cluster | None = None, on_failed_save=None):
         ocp = _ocp()
         self.on_failed_save = on_failed_save
         self.folder = Path(folder).absolute()
@@ -210,10 +211,10 @@ class Checkpoints:
                                   "or it was started before checkpoints existed")
         if create:
             self.folder.mkdir(parents=True, exist_ok=True)
-        self.shared = shared and process_count() > 1
-        multiprocessing = (ocp.options.MultiprocessingOptions(primary_host=0) if self.shared  # every process
-                           else ocp.options.MultiprocessingOptions(primary_host=process_index(),
-                                                                   active_processes={process_index()}))
+        self.cluster = cluster or alone()
+        me = self.cluster.index
+        multiprocessing = (ocp.options.MultiprocessingOptions(primary_host=0) if self.cluster.several  # every process
+                           else ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me}))
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=False, enable_async_checkpointing=False,
                                                multiprocessing_options=multiprocessing)
         self._manager = ocp.CheckpointManager(self.folder, options=options)
@@ -233,7 +234,7 @@ class Checkpoints:
         (a full disk, a folder made read-only) raises; or, given `on_failed_save(step, error,
         newest complete step or None)`, has its partial files removed (they would hold the space
         the results need) and is handed to it: the run goes on. A peer process lost mid-save
-        (several, `shared`) raises `hosts.LostProcess` either way."""
+        (several processes) raises `hosts.LostProcess` either way."""
         ocp = _ocp()
         start = time.perf_counter()
         try:
@@ -242,7 +243,7 @@ class Checkpoints:
                 state=ocp.args.StandardSave(_stored_part(states)), history=ocp.args.StandardSave(metrics)))
             self._manager.wait_until_finished()
         except Exception as error:  # orbax raises many kinds (tensorstore: ValueError)
-            lost = lost_process(error) if self.shared else None
+            lost = self.cluster.lost(error)
             if lost is not None:  # several processes: a peer gone mid-save, not a full disk
                 raise lost from None
             if self.on_failed_save is None:

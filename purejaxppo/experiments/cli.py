@@ -6,6 +6,7 @@
     purejaxppo sweep --resume DIR
     purejaxppo eval DIR [--episodes 100] [--seed S] [--stochastic] [--step N] [--json] [--render F.html]
     purejaxppo export DIR [--run K] [--checkpoint N] [--format stablehlo|onnx] [--outputs action|all] [--out FILE]
+    purejaxppo tensorboard DIR [--out EVENTS_DIR]                       (metrics.csv as TensorBoard events)
     purejaxppo configs                                                  (the shipped configs, usable by name)
     (train, sweep and eval reuse compiled programs from a persistent cache; --no-cache: not)
     purejaxppo --version
@@ -31,8 +32,8 @@ from rich.console import Console
 from purejaxppo import configs
 from purejaxppo.config import ConfigError
 from purejaxppo.errors import ResourceError, UsageError
-from purejaxppo.experiments import compile_cache, hosts, options, outcome, replay, report, request
-from purejaxppo.experiments.faults import STOP_SIGNALS, Stopped, stop_signals
+from purejaxppo.experiments import compile_cache, hosts, options, outcome, replay, report, request, tensorboard
+from purejaxppo.experiments.faults import STOP_SIGNALS, Failures, Stopped, stop_signals
 from purejaxppo.experiments.folder import RunFolder
 from purejaxppo.experiments.hosts import LostProcess
 from purejaxppo.experiments.live import ProgressBar, check_wandb
@@ -50,25 +51,28 @@ def configs_command() -> int:
 # --------------------------------------------------------------------------------------
 # train and sweep: one path
 # --------------------------------------------------------------------------------------
-def run_command(args) -> int:
+def run_command(args, cluster) -> int:
     """train and sweep: the plan (everything checked, nothing created), then the run in its
-    folder (`RunFolder.running`), its results written and printed as its strategy says."""
+    folder (`RunFolder.running`, over the job's processes: `cluster`), its results written and
+    printed as its kind says."""
     experiment, planned, resumed, reference = request.plan_command(args)
     if args.wandb:
         check_wandb()
     console = Console()
-    with RunFolder.running(experiment, out=args.out, resume=resumed, lines=outcome) as folder:
+    with RunFolder.running(experiment, out=args.out, resume=resumed, lines=outcome, cluster=cluster) as folder:
         with ProgressBar(console, planned, planned.kind.describe(planned), resuming=resumed and folder) as bar:
             live = folder.live_log(bar.record, args.tensorboard, args.wandb, experiment)
             result = _execute(planned, experiment, folder, bar, live, resume=resumed is not None)
         if not folder.writer:
-            console.print(f"process {hosts.process_index()}: done; process 0 writes the results")
+            console.print(f"process {cluster.index}: done; process 0 writes the results")
             return 0
         timings = result.timings
         console.print(f"compile {timings.compile_seconds:.1f} s ({timings.compiles} programs), run "
                       f"{timings.run_seconds:.1f} s, {timings.checkpoints} checkpoint(s) "
                       f"({timings.checkpoint_bytes / 2**20:.2f} MiB, {timings.checkpoint_seconds:.2f} s in all)")
         finished, shown = planned.kind.write_results(folder, result, reference)
+        if args.tensorboard:  # every run's metrics per update, as `purejaxppo tensorboard` writes them
+            tensorboard.log_results(folder.path, folder.failures)
         for item in shown:
             print(item, flush=True) if isinstance(item, str) else console.print(item)
         console.print(f"{'run' if args.command == 'train' else 'sweep'} folder: {folder}")
@@ -88,7 +92,7 @@ def _execute(planned, experiment, folder, bar, live, resume: bool):
         return run_plan(planned, first_seed=experiment.first_seed, max_parallel=experiment.max_parallel,
                         on_group=on_group, checkpoints=folder.run_checkpoints,
                         checkpoint_every=experiment.checkpoint_every, resume=resume, meta=experiment.meta_entry(),
-                        progress=live)
+                        progress=live, cluster=folder.cluster)
     finally:
         live.close()
 
@@ -178,9 +182,10 @@ def export_command(args) -> int:
         if writes_folder:  # a writer of the folder, as a run is: one at a time (a run's lock refuses it)
             writer.lock("folder")
         try:
-            bundle, state = folder.load_bundle(args.checkpoint, args.run)
-            result = export.export_policy(bundle, state, format, outputs=args.outputs, path=out,
-                                          source={"folder": str(folder), "run": args.run, "update": step})
+            with compile_cache.quiet_cache_loads():  # as train and eval: no false alarms of a cached load
+                bundle, state = folder.load_bundle(args.checkpoint, args.run)
+                result = export.export_policy(bundle, state, format, outputs=args.outputs, path=out,
+                                              source={"folder": str(folder), "run": args.run, "update": step})
         finally:
             writer.unlock()
     except ConfigError as error:
@@ -191,6 +196,45 @@ def export_command(args) -> int:
         print(f"purejaxppo: error: {error}", file=sys.stderr)
         return 1
     print(f"{folder} run {args.run} at update {step} ({bundle.config.env}): {result.describe()}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------
+# tensorboard
+# --------------------------------------------------------------------------------------
+def tensorboard_command(args) -> int:
+    """`purejaxppo tensorboard FOLDER [--out DIR]`: the events of FOLDER's metrics.csv into DIR
+    (default FOLDER/tensorboard), each run into a directory that must not exist yet (a
+    refusal names the first that does, before anything is written); a write that fails is one
+    line and exit 1."""
+    option, into = ("--out", Path(args.out)) if args.out is not None else ("folder", Path(args.folder) / tensorboard.EVENTS)
+    runs = tensorboard.read_runs(args.folder, "folder")
+    taken = [name for name in runs if (into / name).exists()]
+    if taken:
+        raise ConfigError(option, str(args.out or args.folder), f"{into / taken[0]} exists already: events are never "
+                          f"written over a run's (--out DIR writes them into another directory)")
+    writer = RunFolder(args.folder)
+    if Path(args.folder).resolve() in into.resolve().parents:  # a writer of the folder, as a run is: one at a time
+        writer.lock("folder")
+    try:
+        try:
+            into.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ConfigError(option, str(args.out or args.folder), f"{into} cannot be created: "
+                              f"{error.strerror or error}") from None
+        tensorboard.write_runs(runs, into)
+    except Stopped as stop:
+        stop.outcome = f"not every run's events were written; {into} holds those of the runs that were, whole"
+        raise
+    except OSError as error:
+        Failures().report(str(into), error, "the runs' directories there are whole; those missing were not written")
+        return 1
+    finally:
+        writer.unlock()
+    updates = max(len(points) for points in runs.values())
+    tags = len({tag for points in runs.values() for _, scalars in points for tag in scalars})
+    print(f"{args.folder}: {len(runs)} run(s) x {updates} updates, {tags} metrics, as TensorBoard events in "
+          f"{into}/ (step: environment steps); view them with: tensorboard --logdir {into}")
     return 0
 
 
@@ -206,13 +250,14 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # `purejaxppo train --help-config | head`: the reader has what it wanted
         _quiet_stdout()
         return 0
+    cluster = None
     try:
-        # several processes: each computes its shard, process 0 writes; a stop is agreed on (hosts.coordinate)
-        joined = hosts.join(detect=not args.no_cluster) if args.command != "configs" else None
+        # several processes: each computes its shard, process 0 writes; a stop is agreed on (hosts.join)
+        cluster = hosts.join(detect=not args.no_cluster) if args.command != "configs" else None
         with stop_signals(STOP_SIGNALS):  # SIGTERM's handler replaces that of JAX's preemption notifier
-            if joined is not None:  # the same command, and the config or spec file it names, on every process
-                hosts.agree_on_command(joined, argv, lambda: request.source(getattr(args, "config", None)
-                                                                    or getattr(args, "spec", None), "config"))
+            if cluster is not None:  # the same command, and the config or spec file it names, on every process
+                cluster.agree_on_command(argv, lambda: request.source(getattr(args, "config", None)
+                                                                      or getattr(args, "spec", None), "config"))
             if not getattr(args, "no_cache", True):
                 try:
                     compile_cache.enable()  # before anything compiles
@@ -225,8 +270,8 @@ def main(argv=None) -> int:
                 except BrokenPipeError:  # `purejaxppo configs | head`
                     _quiet_stdout()
                     return 0
-            commands = {"eval": eval_command, "export": export_command}
-            return commands.get(args.command, run_command)(args)
+            commands = {"eval": eval_command, "export": export_command, "tensorboard": tensorboard_command}
+            return commands[args.command](args) if args.command in commands else run_command(args, cluster)
     except UsageError as error:
         print(f"purejaxppo: error: {error}", file=sys.stderr)
         return 2
@@ -237,12 +282,14 @@ def main(argv=None) -> int:
         sent = f" (sent to process {stop.process})" if stop.process is not None else ""
         print(f"purejaxppo: stopped by {stop.name}{sent}: {left}", file=sys.stderr, flush=True)
         sys.stdout.flush()
-        hosts.leave()
+        if cluster is not None:
+            cluster.leave()
         os._exit(stop.exit_code)  # at once: a program in flight is dropped, the checkpoints stay as they are
     except LostProcess as lost:
         print(f"purejaxppo: error: {lost.who} was lost ({lost.detail}): {lost.outcome}", file=sys.stderr, flush=True)
         sys.stdout.flush()
-        hosts.leave(lost)
+        if cluster is not None:
+            cluster.leave(lost)
         os._exit(1)  # at once: JAX's shutdown barrier would wait for the lost process, then abort
 
 

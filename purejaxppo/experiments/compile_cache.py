@@ -60,9 +60,9 @@ FALSE_ALARMS = ("Assume version compatibility", "Target machine feature +prefer-
 
 @contextlib.contextmanager
 def quiet_cache_loads():
-    """While compiling (every program the package compiles: a run's, eval's, a replay's): XLA's messages on stderr (file descriptor 2, where its C++ code
-    writes) are held back and written out afterwards, to file descriptor 2, less the FALSE_ALARMS of a cached
-    load. Without the cache on, nothing is held back."""
+    """While compiling (every program the package compiles: a run's, eval's, a replay's, an export's): XLA's
+    messages on stderr (file descriptor 2, where its C++ code writes) are held back and written out afterwards,
+    to file descriptor 2, less the FALSE_ALARMS of a cached load. Without the cache on, nothing is held back."""
     if not jax.config.jax_compilation_cache_dir:
         yield
         return

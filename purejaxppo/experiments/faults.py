@@ -203,7 +203,7 @@ if aborted:
 """
 
 
-def line_on_abort(line: str) -> bool:
+def line_on_abort(line: str, coordinator: str) -> bool:
     """Several processes: should JAX's runtime end this process by SIGABRT (its client aborts
     the process once process 0's coordination service is gone, a race with purejaxppo's own
     line; or when the service declares a silent process dead at the heartbeat timeout), `line`
@@ -212,11 +212,9 @@ def line_on_abort(line: str) -> bool:
     watcher process does it: it holds the read end of Python's signal wake-up pipe, into which
     Python's C-level handler writes SIGABRT before the abort goes on, and exits with the pipe,
     when this process ends either way (its own session: a Ctrl-C or a killed process group
-    leaves it to see the end).
+    leaves it to see the end). `coordinator`: process 0's service, host:port.
     -> False where it cannot be set up (no coordinator address, not the main thread)."""
-    from jax._src.distributed import global_state  # private: where JAX keeps the coordinator's address
-
-    host, _, port = (getattr(global_state, "coordinator_address", None) or "").rpartition(":")
+    host, _, port = (coordinator or "").rpartition(":")
     if not port.isdigit() or not _main_thread():
         return False
     read, write = os.pipe()

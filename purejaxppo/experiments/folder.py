@@ -32,7 +32,6 @@ from typing import Iterator
 
 from purejaxppo.config import ConfigError
 from purejaxppo.errors import UsageError
-from purejaxppo.experiments import hosts
 from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
 from purejaxppo.experiments.experiment import FOLDERS, Experiment
 from purejaxppo.experiments.faults import Failures, Stopped
@@ -59,10 +58,10 @@ class RunFolder:
     config file, the resume check, its checkpoints, its results. Reading a folder back is not
     this class's: `saved.SavedRun` (restore, then evaluate)."""
 
-    def __init__(self, path: str | Path, command: str | None = None, writer: bool = True):
+    def __init__(self, path: str | Path, command: str | None = None):
         self.path = Path(path)
         self.command = command
-        self.writer = writer             # False: another process of several writes the folder's files
+        self.cluster = None              # the processes that run in it (`running`'s `hosts.Cluster`)
         self.asked: str | Path | None = None  # ... and then the folder as the command line gave it
         self.run_checkpoints: Checkpoints | None = None  # what the run saves into (`running`)
         self.failures = Failures()       # the writes into the folder that failed
@@ -73,6 +72,11 @@ class RunFolder:
 
     def __str__(self) -> str:
         return str(self.path)
+
+    @property
+    def writer(self) -> bool:
+        """Whether this process writes the folder's files (False: another process of several does)."""
+        return self.cluster is None or self.cluster.writer
 
     @classmethod
     def claim(cls, out: str | None, command: str, env: str) -> RunFolder:
@@ -105,30 +109,28 @@ class RunFolder:
     @classmethod
     @contextlib.contextmanager
     def running(cls, experiment: Experiment, *, out: str | None, resume: RunFolder | None,
-                lines) -> Iterator[RunFolder]:
+                lines, cluster) -> Iterator[RunFolder]:
         """The run's folder for the run's whole life: claimed (`out`, or runs/...) or locked (to
-        continue `resume`), by process 0 of several (`hosts.share_folder`); its config file written,
-        its checkpoints opened (`run_checkpoints`), then handed to the run (`writer`: whether this
-        process writes its files). However the run ends: a stop's or a lost process's line
+        continue `resume`), by process 0 of several (`cluster`: the job's processes,
+        `hosts.join`'s; `Cluster.share_folder`); its config file written, its checkpoints opened
+        (`run_checkpoints`), then handed to the run (`writer`: whether this process writes its files). However the run ends: a stop's or a lost process's line
         (`lines`: the command line's wording, `outcome`) names the newest complete checkpoint and
         the command to resume; a new folder with no complete
         checkpoint after a stop or a refusal is removed (`discard`); the lock is released."""
         command, env = experiment.command, experiment.config.env
-        several = hosts.process_count() > 1
-        if several:  # (the folder on a filesystem every host shares)
-            folder = cls._shared(command, out, resume, env, lines)
-            folder.run_checkpoints = folder.checkpoints(keep=experiment.keep, create=False, shared=True)
+        if cluster.several:  # (the folder on a filesystem every host shares)
+            folder = cls._shared(command, out, resume, env, lines, cluster)
         elif resume is not None:
             folder = resume
             folder.lock("--resume")
         else:
             folder = cls.claim(out, command, env)
-        discardable = resume is None and not several  # a new folder, ended before a checkpoint: removed
+        folder.cluster = cluster
+        discardable = resume is None and not cluster.several  # a new folder, ended before a checkpoint: removed
         try:
             if folder.writer and not folder.config_file.exists():  # a new folder's, or a resumed one's deleted
                 folder.write_config(experiment)
-            if folder.run_checkpoints is None:
-                folder.run_checkpoints = folder.checkpoints(keep=experiment.keep)
+            folder.run_checkpoints = folder.checkpoints(keep=experiment.keep, create=not cluster.several)
             yield folder
         except Stopped as stop:
             stop.outcome = lines.stopped(folder, removed=discardable and folder.discard())
@@ -141,7 +143,7 @@ class RunFolder:
                 raise type(error)(error.field, error.value, error.rule + removed) from None
             raise UsageError(f"{error}{removed}") from None
         except Exception as error:
-            lost = hosts.lost_process(error)
+            lost = cluster.lost(error)
             if lost is None:
                 raise
             lost.outcome = lines.lost(folder, folder.lost_log(lost) if folder.writer else None)
@@ -150,7 +152,8 @@ class RunFolder:
             folder.unlock()
 
     @classmethod
-    def _shared(cls, command: str, out: str | None, resume: RunFolder | None, env: str, lines) -> RunFolder:
+    def _shared(cls, command: str, out: str | None, resume: RunFolder | None, env: str, lines,
+                cluster) -> RunFolder:
         """Several processes: process 0 claims (or locks) the folder and makes its checkpoints/;
         every other process learns its path -> the folder (`writer` False on the others)."""
         def claim():  # process 0's; a folder whose checkpoints/ cannot be made is unlocked
@@ -165,10 +168,10 @@ class RunFolder:
             return claimed
 
         given = resume.path if resume is not None else out
-        claimed, path = hosts.share_folder(claim, "--resume" if resume is not None else "--out", given or "runs/")
-        folder = claimed if claimed is not None else cls(path, command, writer=False)
-        folder.asked = given
-        hosts.log_runtime(path, lines.left_if_lost(folder, path))
+        claimed, path = cluster.share_folder(claim, "--resume" if resume is not None else "--out", given or "runs/")
+        folder = claimed if claimed is not None else cls(path, command)
+        folder.cluster, folder.asked = cluster, given
+        cluster.log_runtime(path, lines.left_if_lost(folder, path))
         return folder
 
     def live_log(self, on_record, tensorboard: bool, wandb: str | None, experiment: Experiment) -> LiveLog:
@@ -268,10 +271,10 @@ class RunFolder:
             raise ConfigError("--out", str(self.path), f"cannot write {self.config_file.name}: "
                               f"{error.strerror}") from None
 
-    def checkpoints(self, keep: int | None = None, create: bool = True, shared: bool = False) -> Checkpoints:
-        """`shared`: several processes' (each saves its shards; see `Checkpoints`). A save that
-        fails does not stop the run (`save_failed`)."""
-        return Checkpoints(self.path / "checkpoints", keep=keep, create=create, shared=shared,
+    def checkpoints(self, keep: int | None = None, create: bool = True) -> Checkpoints:
+        """The run's checkpoints, saved by its processes (`cluster`: each saves its shards; see
+        `Checkpoints`). A save that fails does not stop the run (`save_failed`)."""
+        return Checkpoints(self.path / "checkpoints", keep=keep, create=create, cluster=self.cluster,
                            on_failed_save=self.save_failed)
 
     def save_failed(self, step: int, error: Exception, newest: int | None) -> None:
@@ -285,7 +288,7 @@ class RunFolder:
     def newest_checkpoint(self) -> int | None:
         """The step of the newest complete checkpoint; None if there is none."""
         try:
-            return self.checkpoints(create=False).latest()
+            return Checkpoints(self.path / "checkpoints", create=False).latest()  # read by this process alone
         except CheckpointError:
             return None
 

@@ -1,19 +1,20 @@
 """Several processes (hosts): joining them, agreeing between them, and losing one.
 
 Whatever asks which process this is, or talks to the others, is here; the sharded placement
-and its gathers are `parallel`'s. A single process takes the same path with the trivial
-answer: `process_index()` 0, `is_writer()` true, `agreed_stop()` None.
+and its gathers are `parallel`'s. `join` gives the job's processes as one object, a `Cluster`
+(index, count, writer; agree, share the folder, an agreed stop, a lost process, leave), which
+what runs, saves and writes is handed; a process alone has the trivial one (`alone()`).
 
 Joining (`join`): explicit JAX_* variables or a cluster JAX detects (SLURM, Open MPI, a TPU
 pod), bad or half-set variables refused before anything joins; the processes check they run
-the same command (`agree_on_command`), process 0 claims the folder and the others learn its
-path (`share_folder`); only `is_writer()` (process 0) writes. Stops (`coordinate`): a stop
-signal to one process is only recorded (`faults`); all learn of it together at the next
-chunk boundary (`agreed_stop`, one small all-gather), so that none leaves a program the
-others compute with it (SIGTERM too: the handler replaces JAX's preemption notifier's). A
-lost process: a failed collective names it (`lost_process`; of more than two, by a roll
-call, `unanswered`), a silent one JAX's heartbeat (`heartbeat_seconds`); the C++ runtime's
-output goes to the folder, and an abort still prints its line (`log_runtime`).
+the same command (`Cluster.agree_on_command`), process 0 claims the folder and the others
+learn its path (`Cluster.share_folder`); only the writer (process 0) writes. Stops: once
+joined, a stop signal to one process is only recorded (`faults`); all learn of it together at
+the next chunk boundary (`Cluster.agreed_stop`, one small all-gather), so that none leaves a
+program the others compute with it (SIGTERM too: the handler replaces JAX's preemption
+notifier's). A lost process: a failed collective names it (`Cluster.lost`; of more than two,
+by a roll call, `unanswered`), a silent one JAX's heartbeat (`heartbeat_seconds`); the C++
+runtime's output goes to the folder, and an abort still prints its line (`Cluster.log_runtime`).
 """
 
 from __future__ import annotations
@@ -45,21 +46,6 @@ _SCHEDULERS = (("SLURM_JOB_ID", "SLURM_NTASKS", ("SLURM_PROCID", "SLURM_LOCALID"
 _JOIN_TIMEOUT_SECONDS = 300  # JAX's default initialization timeout
 HEARTBEAT_VARIABLE = "PUREJAXPPO_HEARTBEAT_SECONDS"  # a lost process is noticed within about this long
 DEFAULT_HEARTBEAT_SECONDS = 60
-
-
-def process_index() -> int:
-    """This process's index (0 alone)."""
-    return jax.process_index()
-
-
-def process_count() -> int:
-    """The job's number of processes (1 alone)."""
-    return jax.process_count()
-
-
-def is_writer() -> bool:
-    """Whether this process writes results (process 0)."""
-    return jax.process_index() == 0
 
 
 # joining
@@ -242,105 +228,175 @@ def init_distributed(detect: bool = True) -> str | None:
     return "JAX_* variables" if address is not None else cluster
 
 
-def join(detect: bool = True) -> str | None:
-    """`init_distributed(detect)`; where it joined, stops are agreed on from now on (`coordinate`)."""
-    joined = init_distributed(detect)
-    coordinate(joined is not None)
-    return joined
+class Cluster:
+    """The processes of one job, as this process sees them: its `index`, their `count`, and what
+    they do together. Handed to what runs, saves or writes (`runs.execute`, `RunFolder`,
+    `Checkpoints`), which ask it rather than JAX. One process's is trivial (`alone()`): writer,
+    nothing to agree on, to share or to wait for, and no stop but its own."""
 
+    def __init__(self, index: int = 0, count: int = 1, how: str | None = None):
+        self.index, self.count = index, count
+        self.how = how  # how they were found (`join`), None alone
 
-def joined_line(how: str) -> str:
-    """The first line of a run over several processes: who joined, and who writes."""
-    processes, devices = jax.process_count(), jax.device_count()
-    return (f"purejaxppo: process {jax.process_index()} of {processes} joined (via {how}); {devices} device(s) in "
-            f"all, {jax.local_device_count()} here; process 0 writes the folder")
+    def __repr__(self) -> str:
+        return f"Cluster(index={self.index}, count={self.count})"
 
+    @property
+    def several(self) -> bool:
+        return self.count > 1
 
-def agree(name: str, text: str) -> None:
-    """Every process's `text` compared by a hash (one small all-gather): where one differs,
-    a ConfigError on every process, naming which processes differ from process 0."""
-    digest = np.frombuffer(hashlib.sha256(text.encode()).digest()[:8], dtype=np.uint8).astype(np.int32)
-    from jax.experimental import multihost_utils
+    @property
+    def writer(self) -> bool:
+        """Whether this process writes the folder's files (process 0)."""
+        return self.index == 0
 
-    every = np.asarray(multihost_utils.process_allgather(digest))  # [processes, 8]
-    differ = [i for i in range(every.shape[0]) if not np.array_equal(every[i], every[0])]
-    if differ:
-        raise ConfigError(name, NO_VALUE, f"process(es) {', '.join(map(str, differ))} differ from process 0 "
-                          f"(compared by a hash before compiling): start every process with the same command, "
-                          f"config files and versions")
+    def joined_line(self) -> str:
+        """The first line of a run over several processes: who joined, and who writes."""
+        return (f"purejaxppo: process {self.index} of {self.count} joined (via {self.how}); {jax.device_count()} "
+                f"device(s) in all, {jax.local_device_count()} here; process 0 writes the folder")
 
+    def agree(self, name: str, text: str) -> None:
+        """Every process's `text` compared by a hash (one small all-gather): where one differs,
+        a ConfigError on every process, naming which processes differ from process 0."""
+        if not self.several:
+            return
+        digest = np.frombuffer(hashlib.sha256(text.encode()).digest()[:8], dtype=np.uint8).astype(np.int32)
+        from jax.experimental import multihost_utils
 
-def agree_on_command(how: str, argv, named) -> None:
-    """Joined processes: their first line (`joined_line`), then what every process of the job must
-    share, compared (`agree`): the versions, the command line `argv` and the file it names
-    (`named()` -> its path, or None), as read here: a host may hold another copy."""
-    print(joined_line(how), flush=True)
-    parts = [__version__, jax.__version__, *argv]
-    try:
-        path = named()
-        if path is not None and Path(path).is_file():
-            parts.append(Path(path).read_text(errors="replace"))
-    except (UsageError, OSError) as error:  # each process says so itself, after this comparison
-        parts.append(str(error))
-    agree("the command", "\0".join(parts))
+        every = np.asarray(multihost_utils.process_allgather(digest))  # [processes, 8]
+        differ = [i for i in range(every.shape[0]) if not np.array_equal(every[i], every[0])]
+        if differ:
+            raise ConfigError(name, NO_VALUE, f"process(es) {', '.join(map(str, differ))} differ from process 0 "
+                              f"(compared by a hash before compiling): start every process with the same command, "
+                              f"config files and versions")
 
-
-def share_folder(claim, field: str, given: str) -> tuple:
-    """Several processes: process 0 claims the run folder (`claim()` -> it, claimed and locked;
-    its error is raised after the broadcast, so that no process is left waiting), and every
-    process learns its path (one broadcast) -> (the folder claimed, or None on the others; its
-    path). Process 0 refused: a ConfigError on the others, naming `field` (`given`)."""
-    from jax.experimental import multihost_utils
-
-    claimed, error = None, None
-    if is_writer():
+    def agree_on_command(self, argv, named) -> None:
+        """Several processes: their first line (`joined_line`), then what every process of the job
+        must share, compared (`agree`): the versions, the command line `argv` and the file it names
+        (`named()` -> its path, or None), as read here: a host may hold another copy."""
+        if not self.several:
+            return
+        print(self.joined_line(), flush=True)
+        parts = [__version__, jax.__version__, *argv]
         try:
+            path = named()
+            if path is not None and Path(path).is_file():
+                parts.append(Path(path).read_text(errors="replace"))
+        except (UsageError, OSError) as error:  # each process says so itself, after this comparison
+            parts.append(str(error))
+        self.agree("the command", "\0".join(parts))
+
+    def share_folder(self, claim, field: str, given: str) -> tuple:
+        """Process 0 claims the run folder (`claim()` -> it, claimed and locked; its error is
+        raised after the broadcast, so that no process is left waiting), and every process learns
+        its path (one broadcast) -> (the folder claimed, or None on the others; its path). Process
+        0 refused: a ConfigError on the others, naming `field` (`given`). Alone: `claim()`'s."""
+        if not self.several:
             claimed = claim()
-        except (ConfigError, OSError) as failed:
-            error = failed
-    text = str(claimed.path.absolute()).encode() if claimed is not None else b""
-    size = 4096
-    if len(text) > size:
-        raise ConfigError("--out", str(claimed.path), f"a path of more than {size} bytes")
-    buffer = np.frombuffer(text.ljust(size, b"\0"), np.uint8)
-    path = bytes(np.asarray(multihost_utils.broadcast_one_to_all(buffer))).rstrip(b"\0").decode()
-    if error is not None:
-        raise error
-    if not path:
-        raise ConfigError(field, given, "process 0 could not claim the folder (its own line says why)")
-    return claimed, path
+            return claimed, str(claimed.path.absolute())
+        from jax.experimental import multihost_utils
+
+        claimed, error = None, None
+        if self.writer:
+            try:
+                claimed = claim()
+            except (ConfigError, OSError) as failed:
+                error = failed
+        text = str(claimed.path.absolute()).encode() if claimed is not None else b""
+        size = 4096
+        if len(text) > size:
+            raise ConfigError("--out", str(claimed.path), f"a path of more than {size} bytes")
+        buffer = np.frombuffer(text.ljust(size, b"\0"), np.uint8)
+        path = bytes(np.asarray(multihost_utils.broadcast_one_to_all(buffer))).rstrip(b"\0").decode()
+        if error is not None:
+            raise error
+        if not path:
+            raise ConfigError(field, given, "process 0 could not claim the folder (its own line says why)")
+        return claimed, path
+
+    def log_runtime(self, folder, left: str) -> None:
+        """Several processes: this process's C++ runtime output goes to `folder`/process-<i>.log
+        (`runtime_output_to`), and should the runtime end it, a line naming the lost process and
+        what is `left` still reaches the terminal (`line_on_abort`)."""
+        if not self.several:
+            return
+        log = Path(folder) / f"process-{self.index}.log"
+        runtime_output_to(log)  # JAX's fatal error, if it comes, too
+        from jax._src.distributed import global_state  # private: where JAX keeps the coordinator's address
+
+        line_on_abort(f"purejaxppo: error: {'{who}' if self.index else 'another process'} was lost (JAX's runtime "
+                      f"ended process {self.index}; its log: {log}): {left}",
+                      getattr(global_state, "coordinator_address", None) or "")
+
+    def agreed_stop(self) -> Stopped | None:
+        """At a point every process reaches (a chunk boundary): the stop that one of the processes
+        received (the lowest-numbered one's, if several did), the same on every process; else
+        None. Alone, a stop is raised where the signal lands: None here."""
+        held = held_stop()
+        if held is None or not self.several:
+            return None
+        from jax.experimental import multihost_utils
+
+        received = np.asarray(multihost_utils.process_allgather(np.int32(held))).reshape(-1)
+        process = next((i for i, signum in enumerate(received) if signum), None)
+        return None if process is None else Stopped(int(received[process]), process)
+
+    def lost(self, error: BaseException) -> LostProcess | None:
+        """`error` as a LostProcess, where in a job of several processes it is JAX's runtime
+        error or names a collective or connection that failed; else None (a bug: not this).
+        A LostProcess already (e.g. from a checkpoint save) is itself."""
+        if isinstance(error, LostProcess):
+            return error
+        runtime = getattr(jax.errors, "JaxRuntimeError", ())
+        if not self.several or not (isinstance(error, runtime) or _PEER_GONE.search(str(error))):
+            return None
+        others = [i for i in range(self.count) if i != self.index]
+        text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return LostProcess(others[0] if len(others) == 1 else unanswered(), text[:200])
+
+    def leave(self, lost: LostProcess | None = None, seconds: float = 5.0) -> None:
+        """Several processes ending at once (`os._exit`), after an agreed stop or a lost process:
+        process 0, whose coordination service the others' JAX clients hold (one that sees it go
+        aborts its process, taking its line and exit code), leaves last. The others say so in the
+        key-value store; process 0 waits up to `seconds` for every survivor (all but `lost`'s
+        process, or all but one). A lost process 0 leaves no store to wait on."""
+        client = _client() if self.several and held_stop() is not None else None
+        if client is None or (lost is not None and lost.process == 0):
+            return
+        try:
+            if self.index != 0:
+                client.key_value_set(f"{_LEAVING}{self.index}", "")
+                return
+            needed = self.count - 1 - (lost is not None)
+            deadline = time.monotonic() + seconds
+            while len(client.key_value_dir_get(_LEAVING)) < needed and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(0.1)  # the last one's os._exit, just after its key
+        except Exception:  # noqa: BLE001 -- the store went away meanwhile: nothing more to wait for
+            pass
 
 
-def log_runtime(folder, left: str) -> None:
-    """Several processes: this process's C++ runtime output goes to `folder`/process-<i>.log
-    (`runtime_output_to`), and should the runtime end it, a line naming the lost process and
-    what is `left` still reaches the terminal (`line_on_abort`)."""
-    me = jax.process_index()
-    log = Path(folder) / f"process-{me}.log"
-    runtime_output_to(log)  # JAX's fatal error, if it comes, too
-    line_on_abort(f"purejaxppo: error: {'{who}' if me else 'another process'} was lost (JAX's runtime ended "
-                  f"process {me}; its log: {log}): {left}")
+def current() -> Cluster:
+    """The processes JAX runs with (after `join`, or a script's own `jax.distributed.initialize`):
+    one process's trivial cluster where it was started alone."""
+    return Cluster(jax.process_index(), jax.process_count())
 
 
-# stops agreed on
-def coordinate(on: bool = True) -> None:
-    """Several processes (after `jax.distributed.initialize`): from now on a stop signal is
-    recorded, and raised on every process together by `agreed_stop()`."""
-    hold_stops(on)
+def alone() -> Cluster:
+    """This process on its own, whatever the job (a reader of a folder): the trivial cluster,
+    with this process's index (orbax's reads of one process need it)."""
+    return Cluster(jax.process_index(), 1)
 
 
-def agreed_stop() -> Stopped | None:
-    """At a point every process reaches (a chunk boundary): with `coordinate()`, the stop
-    that one of the processes received (the lowest-numbered one's, if several did), the
-    same on every process; else None (a single process stops where the signal lands)."""
-    held = held_stop()
-    if held is None:
-        return None
-    from jax.experimental import multihost_utils
-
-    received = np.asarray(multihost_utils.process_allgather(np.int32(held))).reshape(-1)
-    process = next((i for i, signum in enumerate(received) if signum), None)
-    return None if process is None else Stopped(int(received[process]), process)
+def join(detect: bool = True) -> Cluster:
+    """`init_distributed(detect)` -> the job's processes; where it joined others, stops are
+    agreed on from now on (a stop signal is only recorded, and raised on every process together
+    by `Cluster.agreed_stop()`). Not joined: one process's trivial cluster."""
+    how = init_distributed(detect)
+    hold_stops(how is not None)
+    cluster = current()
+    cluster.how = how
+    return cluster
 
 
 # a lost process
@@ -364,20 +420,6 @@ class LostProcess(Exception):
 _PEER_GONE = re.compile(r"Gloo|NCCL|heartbeat|Connection (reset|closed|refused)|DEADLINE_EXCEEDED|UNAVAILABLE")
 
 
-def lost_process(error: BaseException) -> LostProcess | None:
-    """`error` as a LostProcess, where in a job of several processes it is JAX's runtime
-    error or names a collective or connection that failed; else None (a bug: not this).
-    A LostProcess already (e.g. from a checkpoint save) is itself."""
-    if isinstance(error, LostProcess):
-        return error
-    runtime = getattr(jax.errors, "JaxRuntimeError", ())
-    if jax.process_count() < 2 or not (isinstance(error, runtime) or _PEER_GONE.search(str(error))):
-        return None
-    others = [i for i in range(jax.process_count()) if i != jax.process_index()]
-    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return LostProcess(others[0] if len(others) == 1 else unanswered(), text[:200])
-
-
 _ROLL_CALL = "purejaxppo/answered/"
 _LEAVING = "purejaxppo/leaving/"
 
@@ -392,29 +434,6 @@ def _client():
     client = getattr(global_state, "client", None)
     return client if all(hasattr(client, m) for m in ("key_value_set", "key_value_dir_get", "wait_at_barrier")) \
         else None
-
-
-def leave(lost: LostProcess | None = None, seconds: float = 5.0) -> None:
-    """Several processes (`coordinate`) ending at once (`os._exit`), after an agreed stop or a
-    lost process: process 0, whose coordination service the others' JAX clients hold (one
-    that sees it go aborts its process, taking its line and exit code), leaves last. The
-    others say so in the key-value store; process 0 waits up to `seconds` for every survivor
-    (all but `lost`'s process, or all but one). A lost process 0 leaves no store to wait on."""
-    client = _client() if held_stop() is not None else None
-    if client is None or (lost is not None and lost.process == 0):
-        return
-    count, me = jax.process_count(), jax.process_index()
-    try:
-        if me != 0:
-            client.key_value_set(f"{_LEAVING}{me}", "")
-            return
-        needed = count - 1 - (lost is not None)
-        deadline = time.monotonic() + seconds
-        while len(client.key_value_dir_get(_LEAVING)) < needed and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(0.1)  # the last one's os._exit, just after its key
-    except Exception:  # noqa: BLE001 -- the store went away meanwhile: nothing more to wait for
-        pass
 
 
 def unanswered(seconds: float | None = None) -> int | None:

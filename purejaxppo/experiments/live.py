@@ -5,12 +5,16 @@
 compiled program calls back into Python); when every run of the group in flight has reported an update, one record
 is written: the mean, min and max over runs of the last finished episodes' return, and
 the environment steps per second since the previous record. Nothing here blocks the
-device: a call only appends to a list and writes a line.
+device: a call only appends to a list and writes a line. TensorBoard gets the returns of each
+record (`tensorboard/`'s own run: progress/group<g>/episode_return, _min, _max at the
+environment steps of the update), not the steps per second, which would count the compile
+of a shorter last chunk; a run's own metrics, per update, reach the host only with its
+results: `tensorboard.log_results` writes them then, a TensorBoard run per run.
 
 Live logging never stops a run: a sink that cannot be opened or written (a full disk, a
 folder made read-only, a W&B failure) is named once in one line (`faults.Failures`) and
 left out from then on; training goes on. TensorBoard events are written in this thread
-(tensorboardX's own writer thread would die silently, then block the run on its full queue).
+(`tensorboard.Events`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from purejaxppo.errors import UsageError
 from purejaxppo.experiments.faults import Failures
+from purejaxppo.experiments.tensorboard import EVENTS, Events
 
 __all__ = ["LiveLog"]  # for scripts (docs/python-api.md#live-progress); ProgressBar and check_wandb are the CLI's
 
@@ -78,30 +83,10 @@ def check_wandb() -> None:
         raise UsageError("--wandb needs the wandb package: pip install wandb") from None
 
 
-class _Events:
-    """TensorBoard scalars in an event file of `folder`, written and flushed by the caller."""
-
-    def __init__(self, folder: Path):
-        from tensorboardX.event_file_writer import EventsWriter
-
-        folder.mkdir(exist_ok=True)
-        self._writer = EventsWriter(str(folder / "events"))
-
-    def write(self, scalars: dict, step: int, wall_time: float) -> None:
-        from tensorboardX.proto.event_pb2 import Event
-        from tensorboardX.summary import scalar
-
-        for name, value in scalars.items():
-            self._writer.write_event(Event(summary=scalar(name, value), step=step, wall_time=wall_time))
-        self._writer.flush()
-
-    def close(self) -> None:
-        self._writer.close()
-
-
 class LiveLog:
     """Live progress of a sweep's runs, as the command line writes it: `progress.jsonl` in `folder`
-    (an existing folder; None: no file), with `tensorboard` also `tensorboard/` there, with
+    (an existing folder; None: no file), with `tensorboard` also the records' returns as
+    TensorBoard events in `tensorboard/` there (see the module's doc), with
     `wandb_project` a W&B run. It is `ppo.sweep`'s (`run_plan`'s) `progress` callback: `log(updates_done,
     episode_return)` per run after each chunk; `log.group(g, runs, batch_size)` before each group (the
     sweep's `on_group`) makes a record the mean, min and max over that group's runs; `on_record(record)`
@@ -121,7 +106,7 @@ class LiveLog:
         if folder is not None:
             self._open("progress.jsonl", lambda: open(folder / "progress.jsonl", "a", encoding="utf-8"))
             if tensorboard:
-                self._open("tensorboard/", lambda: _Events(folder / "tensorboard"))
+                self._open(f"{EVENTS}/", lambda: Events(folder / EVENTS))
         if wandb_project:
             import wandb
 
@@ -169,8 +154,16 @@ class LiveLog:
     def _write(self, record: dict) -> None:
         scalars = {f"group{record['group']}/{k}": v for k, v in record.items()
                    if k.startswith(("episode_return", "steps_per_second"))}
+        # TensorBoard: the returns alone (steps per second would count a shorter last chunk's compile)
+        progress = {f"progress/{k}": v for k, v in scalars.items() if "/episode_return" in k}
+
+        def events(sink):
+            if progress:  # (none before any run has finished an episode)
+                sink.write(progress, record["env_steps"], record["time"])
+                sink.flush()
+
         writes = {"progress.jsonl": lambda f: (f.write(json.dumps(record) + "\n"), f.flush()),
-                  "tensorboard/": lambda events: events.write(scalars, record["env_steps"], record["time"]),
+                  f"{EVENTS}/": events,
                   "wandb": lambda run: run.log({"env_steps": record["env_steps"], **scalars})}
         for name, sink in list(self._sinks.items()):
             self._use(name, lambda: writes[name](sink))

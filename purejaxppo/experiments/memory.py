@@ -21,7 +21,6 @@ import numpy as np
 
 from purejaxppo.config import HPARAM_FIELDS
 from purejaxppo.errors import ResourceError
-from purejaxppo.experiments.hosts import process_index
 from purejaxppo.gate import Bundle
 from purejaxppo.train import EVAL_MODES, Learner
 
@@ -85,7 +84,8 @@ def memory_shortfall(need: RunBytes, runs: int, devices=None) -> str | None:
         return None
     used = min(len(devices), runs)
     per_device = runs_per_device(runs, used, None)
-    mine = [d for d in devices if d.process_index == process_index()] or devices
+    here = jax.local_devices()
+    mine = [d for d in devices if d in here] or devices  # this host's: its memory is what is asked
     on_host = mine[0].platform == "cpu"
     each = (f"{bytes_text(need.state)} of learner state"
             + (f" and {bytes_text(need.kept)} of results" if need.kept else ""))

@@ -12,6 +12,7 @@ import jax
 from purejaxppo import __version__
 from purejaxppo.config import text_table
 from purejaxppo.errors import UsageError
+from purejaxppo.extras import install_line
 from purejaxppo.experiments import compile_cache
 from purejaxppo.experiments.paths import check_path, check_utf8
 from purejaxppo.experiments.request import DEFAULT_EVAL_EPISODES
@@ -75,7 +76,9 @@ def _add_run_options(parser: argparse.ArgumentParser, runs: str, folder: str) ->
     parser.add_argument("--keep", type=int, metavar="M", help="keep the M newest checkpoints (default: all)")
     parser.add_argument("--resume", metavar="DIR",
                         help="continue the run in DIR from its newest complete checkpoint")
-    parser.add_argument("--tensorboard", action="store_true", help="also write TensorBoard events (DIR/tensorboard)")
+    parser.add_argument("--tensorboard", action="store_true",
+                        help="also write TensorBoard events (DIR/tensorboard): the returns while it runs, then every "
+                             "run's metrics.csv (as: purejaxppo tensorboard DIR)")
     parser.add_argument("--wandb", metavar="PROJECT", help="also log to Weights & Biases (needs wandb installed)")
     _add_cache_option(parser)
 
@@ -127,13 +130,19 @@ def parser() -> argparse.ArgumentParser:
     export.add_argument("--checkpoint", type=int, metavar="N", help="the checkpoint at update N (default: the newest)")
     export.add_argument("--format", choices=["stablehlo", "onnx"],
                         help="stablehlo (jax.export; the default, but where --out ends in .onnx) or onnx (needs: "
-                             "pip install \"purejaxppo[onnx]\")")
+                             f"{install_line('onnx')})")
     export.add_argument("--outputs", choices=["action", "all"], default="action",
                         help="action (default), or all: also the logits (or mean and log-std) and the value")
     export.add_argument("--out", metavar="FILE", help="the file to write, a new one (default: in the folder, "
                                                       "policy-run<K>-update<N>.<format>; DIR/: that name in DIR); "
                                                       "its metadata beside it, FILE.json")
     _add_cache_option(export)
+    events = sub.add_parser("tensorboard", help="write a finished run or sweep folder's metrics.csv as TensorBoard "
+                                                "events: a TensorBoard run per run, a tag per metric")
+    events.add_argument("folder", help="a run or sweep folder (it holds metrics.csv)")
+    events.add_argument("--out", metavar="EVENTS_DIR",
+                        help="where to write (default: FOLDER/tensorboard); a run's directory there must not exist yet")
+    events.set_defaults(no_cluster=True)  # files alone: no cluster to join
     sub.add_parser("configs", help="list the shipped configs (use them by name: purejaxppo train cartpole)")
     return parser
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shlex
 
-from purejaxppo.experiments import hosts
 from purejaxppo.experiments.folder import FINISHED
 
 
@@ -19,7 +18,7 @@ def stopped(folder, removed: bool = False) -> str:
     """What a stop left: the newest complete checkpoint and the command to resume; `removed`:
     the folder, claimed by this command and stopped before its first checkpoint, was removed."""
     if not folder.writer:
-        return f"process {hosts.process_index()}: process 0 keeps the checkpoints"
+        return f"process {folder.cluster.index}: process 0 keeps the checkpoints"
     if removed:
         return (f"before the first checkpoint: nothing to resume, and {folder} was removed; the same command "
                 f"starts afresh (--checkpoint-every K saves every K updates)")
@@ -31,12 +30,12 @@ def stopped(folder, removed: bool = False) -> str:
 
 def elsewhere(folder, where) -> str:
     """A process that does not write: where process 0 keeps the checkpoints, and the resume command."""
-    return (f"process {hosts.process_index()}: the checkpoints are process 0's"
+    return (f"process {folder.cluster.index}: the checkpoints are process 0's"
             + (f", in {where}; resume with: {resume_command(folder, where)}" if where else ""))
 
 
 def left_if_lost(folder, path) -> str:
-    """Several processes, should JAX's runtime end this one: what is left (`hosts.log_runtime`)."""
+    """Several processes, should JAX's runtime end this one: what is left (`Cluster.log_runtime`)."""
     if not folder.writer:
         return elsewhere(folder, path)
     return (f"the newest complete checkpoint, untouched, is in {path}/checkpoints; resume with: "

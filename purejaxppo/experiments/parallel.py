@@ -8,8 +8,8 @@ backend) makes each core a host device, so runs spread over the cores.
 Several processes (hosts, joined by `hosts.join`): every process builds the same inputs
 and computes the shard on its own devices. A call gathers the outputs to every process;
 `held=True` leaves them where they lie (global `jax.Array`s, padded, each process holding
-its own shards: the learner states), and `small_to_writer` gathers the small ones
-(metrics, returns) for the writer alone. Only `hosts.is_writer()` (process 0) writes.
+its own shards: the learner states), and `gather_small` gathers the small ones (metrics,
+returns) when they are wanted.
 
 Memory is checked before anything runs (`memory`: a sweep too big is refused before it is
 drawn). Before compiling, the shapes of the results are traced: if the results alone do
@@ -31,7 +31,6 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from purejaxppo.compiler import compiler_options
 from purejaxppo.errors import ResourceError
 from purejaxppo.experiments import compile_cache
-from purejaxppo.experiments.hosts import is_writer
 from purejaxppo.experiments.memory import bytes_text, free_memory_bytes, runs_per_device, tree_bytes
 
 # for scripts and notebooks (docs/python-api.md#several-cpu-cores); the rest serves runs.py
@@ -180,7 +179,7 @@ class ShardedRunSets:
         # runs computed at once on a device (the largest run set's)
         self.in_flight = max(min(chunk or layout.per_device, layout.per_device) for layout in self._layouts)
         if memory_bytes is None:  # this process's devices: another process's cannot be asked
-            local = [d for d in devices if d.process_index == jax.process_index()]
+            local = [d for d in devices if d in jax.local_devices()]
             memory_bytes = free_memory_bytes(local[0]) if local else None
         self.memory_bytes = memory_bytes
         jitted = jax.jit(lambda all_args: [program(*a) for program, a in zip(programs, all_args)],
@@ -271,17 +270,15 @@ class ShardedRunSets:
                 for out, layout in zip(outs, self._layouts)]
 
 
-def small_to_writer(tree, num_runs: int):
-    """Small outputs left where they lie (metrics, returns: global arrays with a padded
-    leading run axis) -> on the writer (process 0), numpy with the first `num_runs` rows;
-    on every other process None. One all-gather of these small parts only: the learner
-    states never go through it. One process: numpy, the padding dropped."""
+def gather_small(tree, num_runs: int):
+    """Small outputs left where they lie (metrics, returns: global arrays with a padded leading
+    run axis) -> numpy with the first `num_runs` rows, on every process: one all-gather of these
+    small parts only (the learner states never go through it; every process must call it). One
+    process: numpy, the padding dropped."""
     if jax.process_count() > 1:
         from jax.experimental import multihost_utils
 
         tree = multihost_utils.process_allgather(tree, tiled=True)
-        if not is_writer():
-            return None
     return jax.tree.map(lambda x: np.asarray(x)[:num_runs], tree)
 
 

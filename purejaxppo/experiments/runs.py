@@ -39,8 +39,8 @@ from purejaxppo.experiments.checkpoint import CheckpointError, Checkpoints
 from purejaxppo.experiments.faults import deferred, stop_signals, wait_ready
 from purejaxppo.config import HParams, PPOConfig
 from purejaxppo.errors import ResourceError
-from purejaxppo.experiments.hosts import agreed_stop, process_count
-from purejaxppo.experiments.parallel import ShardedRunSets, small_to_writer
+from purejaxppo.experiments.hosts import Cluster, current
+from purejaxppo.experiments.parallel import ShardedRunSets, gather_small
 from purejaxppo.gate import Bundle
 from purejaxppo.train import EVAL_MODES, Learner, TrainResult, evaluation_record
 
@@ -88,13 +88,13 @@ def _finite_per_run(params, xp=jnp):
                             for x in jax.tree.leaves(params)]), axis=0)
 
 
-def finite_runs(state, num_runs: int) -> np.ndarray | None:
+def finite_runs(state, num_runs: int) -> np.ndarray:
     """Per run, whether every parameter is finite: numpy states checked as they are (no
     compile); states left where they lie (several processes' global arrays) checked there, the
-    per-run flags gathered to the writer (None elsewhere)."""
+    per-run flags gathered (every process takes part)."""
     if all(isinstance(x, np.ndarray) for x in jax.tree.leaves(state.params)):
         return _finite_per_run(state.params, np)
-    return small_to_writer(jax.jit(_finite_per_run)(state.params), num_runs)
+    return gather_small(jax.jit(_finite_per_run)(state.params), num_runs)
 
 
 def progress_chunk(num_updates: int, points: int = PROGRESS_POINTS) -> int:
@@ -111,9 +111,10 @@ def progress_chunk(num_updates: int, points: int = PROGRESS_POINTS) -> int:
 class _Programs:
     """A group's compiled programs and its progress."""
 
-    def __init__(self, sets: list[RunSet], chunk_updates, eval_episodes, max_parallel, progress,
+    def __init__(self, sets: list[RunSet], chunk_updates, eval_episodes, max_parallel, progress, cluster: Cluster,
                  holds_all: bool = False, until: int | None = None, done: int = 0):
         self.sets = sets
+        self.cluster = cluster
         self.num_updates = sets[0].config.num_updates
         self.until = min(until or self.num_updates, self.num_updates)  # where this execution stops
         span = self.until - done  # the updates it runs (`done`: where its runs start)
@@ -135,7 +136,7 @@ class _Programs:
                                                        "--eval-episodes, sweep.eval_episodes"))
         # several processes (and no caller reading every run: `gather`, `between`): the states stay where
         # they lie, global arrays padded to the layout, each process holding its devices' runs
-        self.held = process_count() > 1 and not holds_all
+        self.held = cluster.several and not holds_all
         self.states = None                       # per set, numpy (held: global arrays), once started
         self.metrics: list[list[dict]] = [[] for _ in sets]
         self.updates_done = 0
@@ -162,7 +163,7 @@ class _Programs:
                                   numpy=not self.held)
                  for name, deterministic in EVAL_MODES.items()}
         if self.held:  # the returns to the writer alone ({} elsewhere)
-            modes = {name: [small_to_writer(out, len(s.runs)) for out, s in zip(outs, self.sets)]
+            modes = {name: [self.to_writer(out, len(s.runs)) for out, s in zip(outs, self.sets)]
                      for name, outs in modes.items()}
         per_set = []
         for i in range(len(self.sets)):
@@ -170,6 +171,12 @@ class _Programs:
             per_set.append({key: value for name, out in found.items()
                             for key, value in evaluation_record(name, out).items()})
         return per_set
+
+    def to_writer(self, tree, num_runs: int):
+        """Small outputs left where they lie (`held`) -> numpy on the writer, None on the other
+        processes (every one takes part in the gather)."""
+        gathered = gather_small(tree, num_runs)
+        return gathered if self.cluster.writer else None
 
     def metrics_so_far(self) -> list:
         """Per set, the metrics of every chunk done, joined along the updates. Each set's list
@@ -223,8 +230,8 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
             meta: dict | None = None, resume: bool = False, checkpoint_chunks: int = 1,
             on_group: Callable[[int, int], None] | None = None, between=None,
             restore_from: Checkpoints | None = None, until: int | None = None,
-            start: dict[str, TrainResult] | None = None,
-            gather: bool = False) -> tuple[dict[str, TrainResult], Timings]:
+            start: dict[str, TrainResult] | None = None, gather: bool = False,
+            cluster: Cluster | None = None) -> tuple[dict[str, TrainResult], Timings]:
     """Run every group to the end -> ({run set name: its runs' TrainResult}, Timings): the final
     states, the metrics ([n, num_updates, ...]) and the final policies' evaluation ([n, episodes];
     {} without evaluation), each with the set's leading run axis and numpy leaves.
@@ -244,7 +251,9 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     all read the newest checkpoint). A Ctrl-C while a chunk computes stops within ~50 ms (`faults.Stopped`, a
     KeyboardInterrupt; the command line's SIGTERM and SIGHUP too): the chunk is dropped,
     the newest checkpoint stays as it was; one during a checkpoint's save stops right after it.
-    Several processes (`hosts.coordinate`): a stop any of them received is agreed on after
+    Several processes (`cluster`: `hosts.join`'s; default `hosts.current()`): each computes its
+    devices' runs, the states stay where they lie (unless `gather`) and the metrics and returns
+    go to the writer (None elsewhere). A stop any of them received is agreed on after
     each chunk; then they save a checkpoint of that chunk together, and all stop. One
     received during the final evaluation is agreed on after it: the checkpoint of the end is
     saved already, and they all stop (a resume evaluates again).
@@ -255,6 +264,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
     `run_configs` (the next chunk runs with them, checkpoints save them); `between.meta()`
     is saved with every checkpoint, and on resume `between.restore(meta, sets)` reads it.
     """
+    cluster = cluster or current()
     timings = Timings()
     compiled = []
     for sets in groups:
@@ -262,7 +272,7 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
             on_group(sets[0].group, sum(len(s.runs) for s in sets))
         started = start is not None and sets[0].name in start
         done = next(iter(start[sets[0].name].metrics.values())).shape[1] if started else 0
-        group = _Programs(sets, chunk_updates, eval_episodes, max_parallel, progress,
+        group = _Programs(sets, chunk_updates, eval_episodes, max_parallel, progress, cluster,
                           holds_all=gather or between is not None, until=until, done=done)
         if started:
             group.states = [start[s.name].state for s in sets]
@@ -311,13 +321,13 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
                                            group.updates_done)
                 if group.progress is not None:
                     for state, s in zip(group.states, group.sets):
-                        returns = (small_to_writer(state.last_episode_return, len(s.runs)) if group.held
+                        returns = (group.to_writer(state.last_episode_return, len(s.runs)) if group.held
                                    else state.last_episode_return)
                         for ret in np.asarray([] if returns is None else returns).reshape(-1):
                             group.progress(group.updates_done, ret)
                 timings.run_seconds += time.perf_counter() - start
                 chunks_done = group.updates_done // group.chunk
-                stop = agreed_stop()  # several processes: a stop one received, all at this boundary
+                stop = cluster.agreed_stop()  # several processes: a stop one received, all at this boundary
                 if checkpoints is not None and (stop is not None or chunk_updates and chunks_done % checkpoint_chunks == 0
                                                 or group.updates_done == group.until):
                     with deferred():  # a stop signal during the save is raised after it
@@ -328,13 +338,13 @@ def execute(groups: list[list[RunSet]], *, eval_episodes: int = 0, chunk_updates
             evaluation = [{} for _ in group.sets]
             if group.evaluate is not None:
                 evaluation = group.evaluation()
-                stop = agreed_stop()  # several processes: a stop received during it (the end's checkpoint stands)
+                stop = cluster.agreed_stop()  # several processes: a stop received during it (the end's checkpoint stands)
                 if stop is not None:
                     raise stop
             timings.run_seconds += time.perf_counter() - start
             for s, state, metrics, ev in zip(group.sets, group.states, group.metrics_so_far(), evaluation):
                 if group.held:  # the metrics to the writer alone (None elsewhere); the states stay where they lie
-                    metrics = small_to_writer(metrics, len(s.runs))
+                    metrics = group.to_writer(metrics, len(s.runs))
                 results[s.name] = TrainResult(state, metrics, ev)
     timings.compiles = sum(len(group.programs) for group in compiled)
     timings.compile_seconds = sum(p.compile_seconds for group in compiled for p in group.programs)

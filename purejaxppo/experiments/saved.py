@@ -1,4 +1,4 @@
-"""A run or sweep folder read back (`SavedRun`; `folder.RunFolder` adds the writer's side):
+"""A run or sweep folder read back (`SavedRun`; `folder.RunFolder` is the writer's side):
 restore a checkpoint once (`SavedRun.restore`: each run set's config passes the gate once, its
 environment built and its network checked; the states read), then pick one run's config and
 state out of it (`Restored.run`; `load`, `load_bundle`) or evaluate every run on fresh
@@ -31,8 +31,9 @@ class SavedRun:
     def __str__(self) -> str:
         return str(self.path)
 
-    def checkpoints(self, keep: int | None = None, create: bool = True, shared: bool = False) -> Checkpoints:
-        return Checkpoints(self.path / "checkpoints", keep=keep, create=create, shared=shared)
+    def checkpoints(self, create: bool = True) -> Checkpoints:
+        """Its checkpoints, read by this process alone."""
+        return Checkpoints(self.path / "checkpoints", create=create)
 
     def read_meta(self, step: int | None = None) -> tuple[dict, Experiment | None]:
         """-> (the meta of the checkpoint at `step`, default the newest; the experiment it

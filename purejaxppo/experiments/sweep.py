@@ -38,6 +38,7 @@ import numpy as np
 from purejaxppo.config import HPARAM_FIELDS, HParams, PPOConfig
 from purejaxppo.errors import integer
 from purejaxppo.experiments.checkpoint import Checkpoints
+from purejaxppo.experiments.hosts import Cluster
 from purejaxppo.experiments.plan import Group, Plan, plan, run_index
 from purejaxppo.experiments.plan import expand  # noqa: F401 (not sweep's: tests still import it here)
 from purejaxppo.experiments.runs import RunSet, Timings, execute, finite_runs
@@ -147,7 +148,8 @@ def sweep(cfg: PPOConfig, grid: Mapping[str, list] | None = None, seeds: int | N
 def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = None,
              on_group: Callable[[int, int, Group, int], None] | None = None,
              checkpoints: Checkpoints | None = None, checkpoint_every: int | None = None, resume: bool = False,
-             meta: dict | None = None, progress=None, restore_from: Checkpoints | None = None) -> SweepResult:
+             meta: dict | None = None, progress=None, restore_from: Checkpoints | None = None,
+             cluster: Cluster | None = None) -> SweepResult:
     """Run a planned sweep (`plan`: every config checked, each group's environment built).
     Seed s of every point uses `jax.random.PRNGKey(first_seed + s)`. `max_parallel` bounds
     the runs in flight per device (chunks, same numbers). `on_group(g, groups, group, runs)`
@@ -157,7 +159,8 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
     With `checkpoints`, the full state of every run is saved at the end, and after every
     `checkpoint_every` updates (`meta` saved beside it); `resume` continues from the
     newest complete checkpoint. `progress(updates_done, episode_return)` is called on the
-    host per run after each chunk of updates (`runs.execute`).
+    host per run after each chunk of updates (`runs.execute`). `cluster`: the job's processes
+    (`hosts.join`; default `hosts.current()`), each computing its devices' runs (`runs.execute`).
 
     The plan's kind runs them (`Kind.run`): on its schedule (`Kind.schedule`: a kind with a
     step between chunks runs in chunks of its own, and says how `checkpoint_every` counts
@@ -187,7 +190,8 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
 
     def run(sets, **options):  # `Kind.run`'s execute: these options, then its own (its meta added to these)
         bound = dict(eval_episodes=spec.eval_episodes, max_parallel=max_parallel, progress=progress,
-                     checkpoints=checkpoints, resume=resume, on_group=group_starts, restore_from=restore_from)
+                     checkpoints=checkpoints, resume=resume, on_group=group_starts, restore_from=restore_from,
+                     cluster=cluster)
         return execute(sets, **{**bound, **options, "meta": {**(meta or {}), **options.get("meta", {})}})
 
     resumed = (restore_from or checkpoints).meta() if resume else None
@@ -203,7 +207,7 @@ def run_plan(planned: Plan, *, first_seed: int = 0, max_parallel: int | None = N
         if not all(isinstance(x, np.ndarray) for x in jax.tree.leaves(out.state)):
             # several processes: the final states stay where they lie (in the checkpoint), not in the result
             outputs[run_set.name] = out = dataclasses.replace(out, state=None)
-        if finite_params is None or out.metrics is None:  # a process that does not write
+        if out.metrics is None:  # a process that does not write
             continue
         finite_loss = np.all(np.isfinite(out.metrics["total_loss"]), axis=1)
         diverged[run_set.runs] = ~(finite_params & finite_loss)

@@ -293,9 +293,11 @@ def sweep_plots(result, rows: list[dict], swept: list[str]) -> list[tuple[str, C
             if len(curves):
                 steps = np.arange(1, curves.shape[1] + 1) * result.configs[i].batch_size
                 curve_with_band(ax, steps, curves, label(point), window, lw=1.2)
+        _, short, words = RANKED[rank_by]
+        episodes = f", {result.spec.eval_episodes} per seed" if rank_by != "train" else ""
         return finish_plot(fig, ax, 7, legend_title=smoothing_legend(window), xlabel="environment steps",
-                           ylabel="episode return (mean ± s.e. over seeds)",
-                           title=f"{result.base.env}: learning curves")
+                           ylabel="training episode return per update\n(mean ± s.e. over seeds)",
+                           title=f"{result.base.env}: learning curves\n(points ranked on the {short}: {words}{episodes})")
 
     def clip_by_epoch():
         fig, ax = plt.subplots(figsize=(7, 4.5))
