@@ -44,7 +44,7 @@ import numpy as np
 
 from purejaxppo.config import PPOConfig
 from purejaxppo.distributions import MASKED_LOGIT, Categorical, TanhGaussian
-from purejaxppo.errors import ConfigError
+from purejaxppo.errors import NO_VALUE, ConfigError
 from purejaxppo.export_onnx import LOAD, VERSIONS, check_onnx_installed, onnx_runner, to_onnx
 from purejaxppo.gate import Bundle
 from purejaxppo.policy import make_policy
@@ -98,6 +98,18 @@ class ExportedPolicy:
                 f"{checked['max_difference']:.3g} ({checked['largest_in']})")
 
 
+def _check_one_run(state) -> None:
+    """A state of several runs (a leading run axis on every leaf, as `ppo.load(folder, run=None)`
+    and a sweep's state have) is not one policy: a ConfigError saying how many runs it holds and
+    to pick one, rather than the network mismatch its parameters' shapes would show. One run's
+    `updates_done` is a scalar, so its leading axis counts the runs."""
+    if isinstance(state, LearnerState) and np.ndim(state.updates_done) > 0:
+        runs = np.shape(state.updates_done)[0]
+        raise ConfigError("state", NO_VALUE, f"holds {runs} run{'s' if runs != 1 else ''} (a leading run axis of "
+                          f"{runs} on every array, as a sweep's state has); export one run's state: "
+                          f"cfg, state = ppo.load(folder, run=k), or jax.tree.map(lambda x: x[k], state)")
+
+
 def _check_finite(policy) -> None:
     """A policy whose parameters (or observation statistics) hold a NaN or an infinity (a run that
     diverged) acts on nothing: its file would answer the same action to everything, and NaN
@@ -126,6 +138,7 @@ def export_policy(cfg: PPOConfig | Bundle, state: LearnerState, format: str = "s
     if format == "onnx":
         check_onnx_installed()
     target = check_target(path, format)
+    _check_one_run(state)
     policy = make_policy(cfg, state, network=network)  # checks the state and the network
     _check_finite(policy)
     agent, cfg = policy.agent, cfg.config if isinstance(cfg, Bundle) else cfg
@@ -145,7 +158,7 @@ def export_policy(cfg: PPOConfig | Bundle, state: LearnerState, format: str = "s
         metadata["verified"] = _verify(run, policy, spec, state)
         if target is not None:
             metadata["file"] = target.name
-            _write_new(target.with_name(target.name + ".json"), json.dumps(metadata, indent=2) + "\n")
+            _write_new(target.with_name(target.name + ".json"), _json(metadata))
             try:
                 os.link(temporary, target)  # its name, only now; fails if the file appeared meanwhile
             except OSError:
@@ -418,13 +431,26 @@ def _versions(format: str) -> dict:
     return {"python": platform.python_version(), **{name: _version(name) for name in names}}
 
 
+def _bound(values, shape) -> list:
+    """An action bound (low or high) as JSON: a number per dimension of the action (of `shape`),
+    null where that side is open (-inf, inf), since JSON has no infinity."""
+    bound = np.broadcast_to(np.asarray(values, dtype=float), shape)
+    return np.where(np.isfinite(bound), bound.astype(object), None).tolist()
+
+
+def _json(metadata: dict) -> str:
+    """The metadata as strict JSON, which every parser reads: a NaN or infinity in it (which
+    json.dumps would write as NaN or Infinity, which is not JSON) is a bug, and raises ValueError."""
+    return json.dumps(metadata, indent=2, allow_nan=False) + "\n"
+
+
 def _metadata(cfg, agent, policy, spec: _Spec, format: str, source: dict | None) -> dict:
     space = agent.action_space
     if space.kind == "discrete":
         action_space = {"kind": "discrete", "num_actions": space.num_actions}
     else:
-        action_space = {"kind": "continuous", "shape": list(space.shape), "low": np.asarray(space.low).tolist(),
-                        "high": np.asarray(space.high).tolist(), "squash": agent.squash}
+        action_space = {"kind": "continuous", "shape": list(space.shape), "low": _bound(space.low, space.shape),
+                        "high": _bound(space.high, space.shape), "squash": agent.squash}
 
     def described(items):
         return [{"name": n, "shape": ["batch", *s], "dtype": d.name} for n, s, d in items]

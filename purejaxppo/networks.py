@@ -8,7 +8,8 @@ The contract every network follows (documented for users in docs/):
 
 `obs` is a batch [batch, *obs_shape] (normalised when normalize_obs); `actor_out` is the
 logits [batch, num_actions] for discrete actions or the Gaussian means [batch, action_dim]
-for continuous ones; `value` is [batch]. A module is recurrent when it has
+for continuous ones; `value` is [batch]; both of any floating dtype (float16 or bfloat16 too: the
+library takes them as float32). A module is recurrent when it has
 `initial_carry`; its memory must be a function of what it has seen since the carry it was
 given (the library restarts it at `initial_carry` where an episode ended and replays
 whole sequences from their first carry in the update). Parameters are flax's "params"
@@ -240,13 +241,19 @@ class Network:
             return Categorical(out)
         return DiagGaussian(out, params["params"]["log_std"])
 
-    def _step(self, params, carry, obs):
-        """obs [batch, *obs_shape] (carry rows [batch, ...]) -> (actor_out, value, carry)."""
+    def _module_step(self, params, carry, obs):
+        """obs [batch, *obs_shape] (carry rows [batch, ...]) -> the module's (actor_out, value, carry)."""
         if self.recurrent:
             carry, out, value = self._module_call(params, carry, obs)
             return out, value, carry
         out, value = self._module_call(params, obs)
         return out, value, carry
+
+    def _step(self, params, carry, obs):
+        """`_module_step`, its outputs in float32: where they enter the learner, which computes in
+        float32 (a module of float16 or bfloat16 outputs, mixed precision, is cast here)."""
+        out, value, carry = self._module_step(params, carry, obs)
+        return out.astype(jnp.float32), value.astype(jnp.float32), carry
 
     def apply(self, params, carry, obs):
         """One step of any leading batch shape: obs [..., *obs_shape] (carry [..., ...]) ->
@@ -276,18 +283,19 @@ class Network:
         return self._distribution(params, jnp.swapaxes(out, 0, 1)), jnp.swapaxes(value, 0, 1)
 
     def check(self) -> None:
-        """The module's outputs have the contract's shapes and floating dtypes, found by
-        `jax.eval_shape` (no compile): ConfigError naming the expected and the actual ones
-        otherwise (and whatever the module raises, sys.exit included, in one line)."""
-        def shapes(tree):
-            return jax.tree.map(lambda x: tuple(x.shape), tree)
+        """The module's outputs have the contract's shapes and floating dtypes (any: `_step`
+        casts them to float32), found by `jax.eval_shape` (no compile): ConfigError naming the
+        expected and the actual ones otherwise (and whatever the module raises, sys.exit
+        included, in one line)."""
+        def shapes(tree):  # each leaf's dtype and shape, e.g. "float32[3, 16]"
+            return jax.tree.map(lambda x: f"{jnp.dtype(x.dtype).name}{list(x.shape)}", tree)
 
         try:
             params = jax.eval_shape(self.init, jax.random.PRNGKey(0))
             batch = 3
             carry = jax.eval_shape(lambda: self.initial_carry((batch,)))
             obs = jax.ShapeDtypeStruct((batch, *self.obs_shape), jnp.float32)
-            out, value, new_carry = jax.eval_shape(self._step, params, carry, obs)
+            out, value, new_carry = jax.eval_shape(self._module_step, params, carry, obs)
         except ConfigError:
             raise
         except (Exception, SystemExit) as error:  # the user's module failed on the contract's inputs
@@ -305,8 +313,8 @@ class Network:
                 raise ConfigError("network", self.name, f"must return floating actor_out and value; its {what} is "
                                                         f"{jnp.dtype(x.dtype).name}{_shown(tuple(x.shape))}")
         if self.recurrent and shapes(new_carry) != shapes(carry):
-            raise ConfigError("network", self.name, f"must return a carry shaped as initial_carry gives it "
-                                                    f"{shapes(carry)}; it returned {shapes(new_carry)}")
+            raise ConfigError("network", self.name, f"must return a carry of the shapes and dtypes initial_carry "
+                                                    f"gives it {shapes(carry)}; it returned {shapes(new_carry)}")
 
 
 def _shown(shape: tuple) -> str:

@@ -174,3 +174,15 @@ def exits(monkeypatch):
         raise SystemExit(code)
 
     monkeypatch.setattr(os, "_exit", exit_)
+
+
+@pytest.fixture
+def no_drawing(monkeypatch):
+    """A sweep's points are never drawn (a size bound must answer before): drawing them fails."""
+    from purejaxppo.experiments import kinds
+
+    def drawn(*args):
+        raise AssertionError("points were drawn before the sweep's size was checked")
+
+    for kind in {type(kind) for kind in (kinds.GRID, kinds.TRAIN, *kinds.KEYED.values())}:
+        monkeypatch.setattr(kind, "points", drawn)

@@ -9,7 +9,7 @@ import pytest
 import purejaxppo as ppo
 from purejaxppo.config import ConfigError
 from purejaxppo.errors import ResourceError
-from purejaxppo.experiments import kinds, memory as memory_module
+from purejaxppo.experiments import memory as memory_module
 from purejaxppo.experiments.sweep import make_spec, plan
 
 MEMORY = 64 * 2**20  # free on every device, and on the host per device
@@ -26,15 +26,6 @@ def memory(monkeypatch):
     devices' share of the host's memory)."""
     monkeypatch.setattr(memory_module, "free_memory_bytes", lambda device: MEMORY)
     monkeypatch.setattr(memory_module, "host_memory_bytes", lambda: MEMORY * jax.device_count(), raising=False)
-
-
-@pytest.fixture
-def no_drawing(monkeypatch):
-    def drawn(*args):
-        raise AssertionError("points were drawn before the sweep's size was checked")
-
-    for kind in {type(kind) for kind in (kinds.GRID, kinds.TRAIN, *kinds.KEYED.values())}:
-        monkeypatch.setattr(kind, "points", drawn)
 
 
 def refusal(spec, cfg=None) -> ResourceError:

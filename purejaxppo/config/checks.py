@@ -123,6 +123,25 @@ def _number(value: Any) -> int | float | None:
 # Integer fields that never reach JAX as they are (total_timesteps is divided into updates on the
 # host, and the updates are bounded): every other integer is a size or a count JAX holds in 32 bits.
 _HOST_INTEGERS = ("total_timesteps",)
+# every float field is a float32 in JAX: finite, at most its largest, and (XLA flushes subnormals to
+# zero) 0 or at least its smallest normal size
+_FLOAT32_MAX, _FLOAT32_TINY = float(np.finfo(np.float32).max), float(np.finfo(np.float32).tiny)
+
+
+def _fits_32_bits(f: Field, number: int | float, value: Any) -> None:
+    """`number` (a number read from the user's `value`) is one the 32 bits JAX holds `f` in can
+    hold: else a ConfigError naming `value` as the user gave it (1e39, not the inf it would become)."""
+    if f.type == "int":
+        if f.name not in _HOST_INTEGERS and not -2**31 <= number < 2**31:
+            raise _error(f, value, "must fit in 32 bits (below 2**31)")
+    elif isinstance(number, float) and not math.isfinite(number):
+        raise _error(f, value, "must be finite")
+    elif abs(number) > _FLOAT32_MAX:
+        raise _error(f, value, f"is too large for float32, which JAX computes in (it would be inf): at most "
+                               f"{_FLOAT32_MAX:.4g} in size")
+    elif number and abs(number) < _FLOAT32_TINY:
+        raise _error(f, value, f"is too small for float32, which JAX computes in (it would be 0): give 0 or a "
+                               f"size of at least {_FLOAT32_TINY:.4g}")
 
 
 def count(field: str, value: Any, at_least: int = 1, why: str = "") -> int:
@@ -148,15 +167,13 @@ def _coerce(f: Field, value: Any) -> Any:
             number = int(number)
         if not isinstance(number, int):
             raise _error(f, value, "must be an integer")
-        if f.name not in _HOST_INTEGERS and not -2**31 <= number < 2**31:
-            raise _error(f, value, "must fit in 32 bits (below 2**31)")
+        _fits_32_bits(f, number, value)
         return number
     if f.type == "float":
         number = _number(value)
         if number is None:
             raise _error(f, value, "must be a number")
-        if not math.isfinite(number):
-            raise _error(f, value, "must be finite")
+        _fits_32_bits(f, number, value)
         return float(number)
     if f.type == "bool":
         if not isinstance(value, bool):
@@ -199,6 +216,10 @@ def _check(cfg: PPOConfig, update_epochs: bool = True) -> None:
                 raise _error(f, value, f"must be {rule.text}")
     if update_epochs and cfg.update_epochs > cfg.epochs_scan:
         raise ConfigError("update_epochs", cfg.update_epochs, f"must not exceed max_epochs={cfg.max_epochs}")
+    if cfg.batch_size >= 2**31:
+        raise ConfigError("num_steps", cfg.num_steps, f"makes a batch of num_envs*num_steps={cfg.num_envs}*"
+                          f"{cfg.num_steps}={cfg.batch_size} steps; at most 2**31-1 (an update indexes and counts "
+                          f"its steps in 32 bits): lower num_envs or num_steps")
     if cfg.batch_size % cfg.num_minibatches:
         raise ConfigError("num_minibatches", cfg.num_minibatches,
                           f"must divide the batch num_envs*num_steps="
@@ -229,6 +250,9 @@ def _check(cfg: PPOConfig, update_epochs: bool = True) -> None:
         raise ConfigError("total_timesteps", cfg.total_timesteps,
                           f"gives {cfg.num_updates} updates of num_envs*num_steps={cfg.batch_size} steps; "
                           f"at most 2**31-1 (the update counter is 32-bit): raise num_envs or num_steps")
+    # a setting that another makes void (target_kl with one epoch is not refused: a sweep over
+    # update_epochs with a target KL is a natural one, its one-epoch points simply never stop early)
+    _check_hparam(FIELDS["lr_warmup_updates"], cfg.lr_warmup_updates, cfg)  # its warm-up within the run
 
 
 def _check_hparam(f: Field, value: Any, cfg: PPOConfig) -> Any:
@@ -240,6 +264,11 @@ def _check_hparam(f: Field, value: Any, cfg: PPOConfig) -> Any:
         raise ConfigError(f.name, value, f"must not exceed the epochs the program scans, cfg.epochs_scan="
                           f"{cfg.epochs_scan} (max_epochs, or update_epochs when it is null); a larger one would "
                           f"be capped silently")
+    if f.name == "lr_warmup_updates" and value >= cfg.num_updates:
+        raise ConfigError(f.name, value, f"must be below the run's num_updates={cfg.num_updates} (total_timesteps "
+                          f"// (num_envs*num_steps) = {cfg.total_timesteps} // {cfg.batch_size}): a warm-up as "
+                          f"long as the run never reaches lr, and anneal_lr never applies; lower "
+                          f"lr_warmup_updates, or raise total_timesteps")
     return value
 
 

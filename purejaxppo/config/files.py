@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import difflib
+import shlex
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import yaml
 
 from purejaxppo import configs
-from purejaxppo.config.checks import _unknown_key, make_config
+from purejaxppo.config.checks import _coerce, _unknown_key, make_config
 from purejaxppo.config.fields import FIELDS, PPOConfig
 from purejaxppo.errors import NO_VALUE, ConfigError
 
@@ -25,6 +26,24 @@ def parse_override(text: str) -> tuple[str, Any]:
     except yaml.YAMLError:
         value = raw
     return key, value
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
+    """The command line's `--set key=value` options (`parse_override`) as overrides, each key a
+    config key and each value of its key's type: an error blames the option as given
+    (`--set key=value`), not the config or sweep file the overrides are applied to."""
+    overrides: dict[str, Any] = {}
+    for text in items:
+        key, value = parse_override(text)
+        given = f"--set {shlex.quote(text)}"
+        if key not in FIELDS:
+            raise _unknown_key(key, given)
+        try:
+            _coerce(FIELDS[key], value)
+        except ConfigError as error:
+            raise ConfigError(error.field, error.value, f"{error.rule} (given by {given})") from None
+        overrides[key] = value
+    return overrides
 
 
 class _StrictLoader(yaml.SafeLoader):

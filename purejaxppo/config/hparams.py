@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from purejaxppo import pytree
-from purejaxppo.config.checks import _check_hparam, _coerce, _error, _plain, _unknown_key, check_config
+from purejaxppo.config.checks import _check_hparam, _coerce, _fits_32_bits, _plain, _unknown_key, check_config
 from purejaxppo.config.fields import _HPARAM_DTYPES, FIELDS, HPARAM_FIELDS, PPOConfig
 from purejaxppo.errors import NO_VALUE, ConfigError, integer
 
@@ -115,7 +115,6 @@ def check_hparams(hparams: Any, cfg: PPOConfig, shape: tuple[int, ...] = ()) -> 
         for value in np.ravel(np.asarray(leaf)).tolist():
             if f.null is not None and value == math.inf:
                 continue
-            if not math.isfinite(value):
-                raise _error(f, value, "must be finite")
+            _fits_32_bits(f, value, value)
             _check_hparam(f, value, cfg)
     return hparams

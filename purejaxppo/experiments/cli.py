@@ -32,7 +32,7 @@ from rich.console import Console
 from purejaxppo import configs
 from purejaxppo.config import ConfigError
 from purejaxppo.errors import ResourceError, UsageError
-from purejaxppo.experiments import compile_cache, hosts, options, outcome, replay, report, request, tensorboard
+from purejaxppo.experiments import compile_cache, hosts, kinds, options, outcome, replay, report, request, tensorboard
 from purejaxppo.experiments.faults import STOP_SIGNALS, Failures, Stopped, stop_signals
 from purejaxppo.experiments.folder import RunFolder
 from purejaxppo.experiments.hosts import LostProcess
@@ -114,8 +114,13 @@ def eval_command(args) -> int:
     except ResourceError as error:  # the evaluation names its argument; here that is --episodes
         raise ResourceError("--episodes", error.value, error.rule) from None
 
+    record = restored.experiment  # its points' seeds and swept keys (None: saved through the Python API)
+    seeds, swept = (None, None) if record is None else (record.spec.seeds, kinds.of(record.spec).swept(record.spec))
+    configs = {k: config for info in restored.meta["sets"].values()  # each run's, at this checkpoint
+               for k, config in zip(info["runs"], info["run_configs"])}
     out = report.evaluation_summary(runs, folder=str(args.folder), episodes=args.episodes,
-                                    deterministic=not args.stochastic, seed=args.seed)
+                                    deterministic=not args.stochastic, seed=args.seed, configs=configs, seeds=seeds,
+                                    swept=swept)
     if args.render:
         out["replay"] = replay.write(args.render, bundle, state, jax.random.PRNGKey(args.seed), not args.stochastic,
                                      "--render")
@@ -126,15 +131,27 @@ def eval_command(args) -> int:
         print(report.json_text(out))
         return 0
     mode = "greedy" if out["deterministic"] else "sampled"
-    print(f"{args.folder} at update {out['step']}: {len(runs)} run(s) x {args.episodes} fresh episodes, "
-          f"{mode} actions, seed {args.seed}")
-    for run in out["runs"]:
-        label = ", ".join(f"{k}={v}" for k, v in run.items()
-                          if k not in ("mean", "se", "returns", "step", "run", "mean_length", "at_time_limit"))
-        print(f"  run {run['run']} ({label}): {run['mean']:.4g} ± {run['se']:.2g}, mean length "
-              f"{run['mean_length']:.4g} steps")
-    print(f"return: {out['mean']:.4g} ± {out['se']:.2g} (s.e.); min {out['min']:.4g}, median {out['median']:.4g}, "
-          f"max {out['max']:.4g}")
+    points = out["points"]
+    print(f"{args.folder} at update {out['step']}: {len(runs)} run(s) in {len(points)} point(s) x {args.episodes} "
+          f"fresh episodes, {mode} actions, seed {args.seed}")
+
+    def number(point):  # the mean over its seeds ± the s.e. over them, as a sweep's summary
+        if point["seeds"] < 2:
+            return f"{point['mean']:.4g} (n=1: no s.e.)" if point["seeds"] else "none of its episodes ended"
+        return f"{point['mean']:.4g} ± {point['se']:.2g} (s.e. over {point['seeds']} seeds)"
+
+    what = "the mean over seeds of each seed's mean over its episodes"
+    if len(points) == 1 and not out["swept"]:  # a train run: its seeds
+        print(f"return, {what}: {number(points[0])}, mean length {points[0]['mean_length']:.4g} steps")
+    else:
+        print(f"return per point, in point order ({what}; each run's: --json):")
+        for point in points:
+            values = [f"{k}={report.show_value(v)}" for k, v in point["values"].items()]
+            values += [f"{k} differs between its seeds" for k in point["varies"]]
+            runs_of = f"run{'s' if len(point['runs']) > 1 else ''} {', '.join(map(str, point['runs']))}"
+            print(f"  point {point['point']} ({'; '.join(filter(None, [', '.join(values), runs_of]))}): "
+                  f"{number(point)}, mean length {point['mean_length']:.4g} steps")
+    print(f"every run's episodes: min {out['min']:.4g}, median {out['median']:.4g}, max {out['max']:.4g}")
     if out["unfinished"]:
         print(f"warning: {out['unfinished']} of {len(runs) * args.episodes} episodes did not end within the "
               f"environment's max_episode_steps: left out of these numbers")
@@ -207,7 +224,8 @@ def tensorboard_command(args) -> int:
     (default FOLDER/tensorboard), each run into a directory that must not exist yet (a
     refusal names the first that does, before anything is written); a write that fails is one
     line and exit 1."""
-    option, into = ("--out", Path(args.out)) if args.out is not None else ("folder", Path(args.folder) / tensorboard.EVENTS)
+    option, into = (("--out", Path(args.out)) if args.out is not None
+                    else ("folder", Path(args.folder) / tensorboard.EVENTS))
     runs = tensorboard.read_runs(args.folder, "folder")
     taken = [name for name in runs if (into / name).exists()]
     if taken:

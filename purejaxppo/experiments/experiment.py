@@ -135,8 +135,10 @@ class Experiment:
 
     # ---------------------------------------------------------------- compared
     def settings(self) -> dict[str, Any]:
-        """Every setting as one flat mapping: config keys, sweep.<key>, and the options."""
-        return {**self.file_settings(), **{name: getattr(self, name) for name in OPTIONS}}
+        """Every setting as one flat mapping: config keys, sweep.<key> (a train run, which has no
+        sweep section: its seeds and eval_episodes), and the options."""
+        own = {} if self._with_section else {"seeds": self.spec.seeds, "eval_episodes": self.spec.eval_episodes}
+        return {**self.file_settings(), **own, **{name: getattr(self, name) for name in OPTIONS}}
 
     def file_settings(self) -> dict[str, Any]:
         """What the folder's config file holds, as `settings` names it (`read_file_settings`)."""

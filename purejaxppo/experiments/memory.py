@@ -123,29 +123,45 @@ KEY_AND_HPARAMS = 8 + 4 * len(HPARAM_FIELDS)
 EVAL_EPISODES_OPTION = "--eval-episodes, sweep.eval_episodes"  # where the evaluation's episodes are set
 
 
+# what an evaluation episode keeps of each of its steps, at least: whether the episode ended there,
+# its return and how it ended (bool, float32, two bools: `evaluate.evaluate_episodes` reads them over
+# every step of its rollout, of env.max_episode_steps steps)
+EVAL_STEP_BYTES = 1 + 4 + 1 + 1
+# what an update's batch keeps of each step beside its observation, at least: the old log-probability
+# and value, the advantage and the target (float32 each)
+BATCH_STEP_BYTES = 4 * 4
+
+
 class RunSize(NamedTuple):
     """One run's bytes as the memory check counts them (`run_size`)."""
 
     state: int        # its key, hyperparameters and learner state
     metrics: int      # its metrics of every update
-    environment: int  # one environment's state and observation: an evaluation episode's, while it runs
+    environment: int  # an evaluation episode's while it runs: its environment's state and observation and
+                      # what its rollout keeps of each step
+    batch: int = 0    # an update's batch of num_envs x num_steps steps, while it is computed
 
     def need(self, episodes: int) -> RunBytes:
-        """With `episodes` evaluation episodes: their returns kept (at least a float32 per mode),
-        their environments computed at once."""
-        return RunBytes(self.state, self.metrics + episodes * 4 * len(EVAL_MODES), episodes * self.environment)
+        """With `episodes` evaluation episodes: their returns kept (at least a float32 per mode);
+        computing, an update's batch or the episodes' rollouts at once, whichever is larger."""
+        return RunBytes(self.state, self.metrics + episodes * 4 * len(EVAL_MODES),
+                        max(self.batch, episodes * self.environment))
 
 
 def run_size(bundle: Bundle) -> RunSize:
     """A run of the bundle's program traced by `jax.eval_shape` (nothing compiles): its learner
-    state, and one update's metrics times its updates, their epochs counted once (a bound from
-    below whatever epochs it runs: every run of a group has the same size)."""
+    state, one update's metrics times its updates, their epochs counted once (a bound from
+    below whatever epochs it runs: every run of a group has the same size), an evaluation
+    episode's rollout and an update's batch (their observations, and the least kept per step)."""
     cfg = bundle.config
     learner = Learner(bundle.for_config(dataclasses.replace(cfg, max_epochs=1, update_epochs=1)))
     state = jax.eval_shape(learner.init, jax.ShapeDtypeStruct((2,), np.uint32))
     update = jax.eval_shape(lambda s: learner.run(s, None, 1)[1], state)
-    return RunSize(KEY_AND_HPARAMS + tree_bytes(state), cfg.num_updates * tree_bytes(update),
-                   (tree_bytes(state.env_state) + tree_bytes(state.obs)) // cfg.num_envs)
+    obs = tree_bytes(state.obs) // cfg.num_envs  # one environment's observation
+    episode = (tree_bytes(state.env_state) // cfg.num_envs + obs
+               + bundle.env.max_episode_steps * EVAL_STEP_BYTES)
+    return RunSize(KEY_AND_HPARAMS + tree_bytes(state), cfg.num_updates * tree_bytes(update), episode,
+                   cfg.batch_size * (obs + BATCH_STEP_BYTES))
 
 
 def check_memory(factors: dict[str, tuple[int, str]], eval_episodes: int, size: RunSize) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from purejaxppo import configs
-from purejaxppo.config import (ConfigError, check_fields, config_values, count, find_config, parse_override,
-                               read_yaml)
+from purejaxppo.config import ConfigError, check_fields, config_values, count, find_config, read_yaml
+from purejaxppo.config.files import parse_overrides
 from purejaxppo.errors import NO_VALUE
 from purejaxppo.experiments import kinds
 from purejaxppo.experiments.experiment import OPTIONS, Experiment
@@ -23,6 +23,23 @@ from purejaxppo.experiments.plan import Plan, plan
 from purejaxppo.experiments.spec import check_seeds, load_sweep, make_spec, parse_grid_option
 
 DEFAULT_EVAL_EPISODES = 64
+
+# What each option of train and sweep (argparse's dest: its name in `args`) does beside --resume DIR, whose
+# run is rebuilt from DIR's record: the one rule (tests/test_resume_flags.py holds every option to it).
+# a setting of the run: given, it must be what the run was started with, or it is refused (compared by
+# `Experiment.diff` in `RunFolder.check_resume`)
+RESTATED = "restated"
+HONOURED = "honoured"  # it takes effect on the resumed run
+BESIDE_RESUME = {
+    "config": RESTATED, "spec": RESTATED, "set": RESTATED, "grid": RESTATED, "seeds": RESTATED,
+    "eval_episodes": RESTATED, "first_seed": RESTATED, "max_parallel": RESTATED, "checkpoint_every": RESTATED,
+    "keep": RESTATED,
+    "resume": HONOURED, "help": HONOURED, "help_config": HONOURED, "tensorboard": HONOURED, "wandb": HONOURED,
+    "no_cluster": HONOURED, "no_cache": HONOURED,
+    # refused: (the option, why), one line before anything is read
+    "out": ("--out", "a resumed run writes into its own folder, DIR; leave --out out (or start a new run "
+                     "without --resume)"),
+}
 
 
 def source(text: str | None, field: str) -> str | None:
@@ -78,6 +95,14 @@ def check_counts(args) -> None:
         check_count(option, value, 0 if option == "--eval-episodes" else 1)
 
 
+def check_beside_resume(args) -> None:
+    """An option given beside --resume that the resume cannot honour (`BESIDE_RESUME`): one line."""
+    for dest, rule in BESIDE_RESUME.items():
+        if isinstance(rule, tuple) and getattr(args, dest, None) not in (None, False, []):
+            option, why = rule
+            raise ConfigError(option, getattr(args, dest), f"cannot be given beside --resume: {why}")
+
+
 def run_request(args, saved: Experiment | None = None) -> tuple[Experiment, str | None]:
     """-> (the experiment the command line asks for, a train run's reference line or None); with
     `saved` (a resumed run's), what it does not restate is the saved run's. The base's fields
@@ -85,7 +110,7 @@ def run_request(args, saved: Experiment | None = None) -> tuple[Experiment, str 
     saved_spec = {}
     if saved is not None:
         saved_spec = {k: v for k, v in saved.spec.to_dict().items() if v or k != "grid"}  # a train run's grid is {}
-    overrides = dict(parse_override(item) for item in args.set)
+    overrides = parse_overrides(args.set)  # checked here: an error blames --set, not the file
     train = args.command == "train"  # a config file (train), or a sweep file
     field = "config" if train else "spec"
     given = args.config if train else args.spec
@@ -141,6 +166,7 @@ def plan_command(args) -> Request:
         experiment, line = run_request(args)
     else:
         folder, saved = RunFolder.to_resume(args.resume, args.command)
+        check_beside_resume(args)
         experiment, line = run_request(args, saved)
         folder.check_resume(saved, experiment)
     check_seeds("--seed", experiment.first_seed, experiment.spec.seeds)  # the seeds a sweep file gives, too

@@ -78,10 +78,27 @@ def check_seeds(field: str, first_seed, seeds: int = 1) -> None:
 
 
 def _distinct(field: str, values: list) -> None:
-    """A grid's values, each once: a value given twice would be the same runs again."""
-    for i, value in enumerate(values):
-        if value in values[:i]:
+    """A grid's values, each once: a value given twice would be the same runs again. Each is
+    looked up among those before it by hash (`_hashable`), so a list of any length answers at once."""
+    seen = set()
+    for value in values:
+        key = _hashable(value)
+        if key in seen:
             raise ConfigError(field, values, f"gives {value!r} twice; give each value once")
+        seen.add(key)
+
+
+def _hashable(value: Any) -> Any:
+    """A YAML value as a hashable one equal where the value is equal ([64, 64] -> (64, 64))."""
+    if isinstance(value, (str, int, float, type(None))):
+        return value
+    if isinstance(value, Mapping):
+        return frozenset((key, _hashable(item)) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(item) for item in value)
+    if isinstance(value, (set, frozenset)):
+        return frozenset(_hashable(item) for item in value)
+    return value
 
 
 def make_spec(section: Mapping[str, Any] | None = None, *, grid=None, seeds=None) -> SweepSpec:

@@ -161,23 +161,68 @@ def run_artefacts(config, metrics: Mapping[str, np.ndarray], summary: Mapping[st
     ]
 
 
-def evaluation_summary(runs: list[dict], *, folder: str, episodes: int, deterministic: bool, seed: int) -> dict:
-    """`eval`'s result (its --json object) from `RunFolder.evaluate`'s runs: the returns of every
-    run's episodes pooled (mean ± s.e., min, median, max), those that did not end within
-    max_episode_steps (NaN) counted and left out, those that ended by the environment's time
-    limit counted (`at_time_limit`: their returns are the limit's, not the policy's), and each
-    run's own (with its mean episode length). UsageError where none ended."""
+def evaluation_summary(runs: list[dict], *, folder: str, episodes: int, deterministic: bool, seed: int,
+                       configs: Mapping[int, Mapping], seeds: int | None = None,
+                       swept: list[str] | None = None) -> dict:
+    """`eval`'s result (its --json object) from `Restored.evaluate`'s runs: a row per run
+    (`run_row`: its mean ± s.e. over its episodes, mean length, returns), a row per point of
+    the folder (`evaluation_points`: as a sweep's summary, the mean over seeds of each seed's
+    mean return ± the s.e. over seeds), and the episodes of every run pooled: min, median, max
+    (and `histogram`), those that did not end within max_episode_steps (NaN) counted and left
+    out, those that ended by the environment's time limit counted (`at_time_limit`: their
+    returns are the limit's, not the policy's). `configs`, `seeds`, `swept`: as
+    `evaluation_points` takes them. UsageError where no episode ended."""
     everything = np.concatenate([run["returns"] for run in runs])
     pooled = everything[~np.isnan(everything)]  # NaN: an episode that did not end within max_episode_steps
     if not pooled.size:
         raise UsageError(f"{folder}: none of the {everything.size} episodes ended within the environment's "
                          f"max_episode_steps: its episodes never end, so there is no return to report")
-    mean, se = stats.mean_se(pooled)
     rows = [run_row(run) for run in runs]
+    swept, points = evaluation_points(rows, configs, seeds, swept)
     return {"folder": folder, "step": runs[0]["step"], "episodes_per_run": episodes, "deterministic": deterministic,
-            "seed": seed, "mean": mean, "se": se, "min": float(np.min(pooled)), "median": float(np.median(pooled)),
-            "max": float(np.max(pooled)), "unfinished": int(everything.size - pooled.size),
+            "seed": seed, "swept": swept, "points": points, "min": float(np.min(pooled)),
+            "median": float(np.median(pooled)), "max": float(np.max(pooled)),
+            "unfinished": int(everything.size - pooled.size),
             "at_time_limit": sum(row["at_time_limit"] for row in rows), "runs": rows}
+
+
+def evaluation_points(rows: list[dict], configs: Mapping[int, Mapping], seeds: int | None = None,
+                      swept: list[str] | None = None) -> tuple[list[str], list[dict]]:
+    """The runs' rows (`run_row`) grouped by point -> (the swept keys, a row per point in point
+    order). `configs`: run -> its config's values at the checkpoint; `seeds`: the seeds per
+    point of the folder's record, whose run k is seed k % seeds of point k // seeds
+    (`plan.run_index`), or None (no record): the runs with the same config are one point;
+    `swept`: the keys its points set (the record's), or None: the keys whose values differ
+    between the runs' configs. A point's row: its runs, its values of the swept keys that its
+    runs share (`varies`: those they do not: PBT's members after exploit/explore), and as a
+    sweep's summary, the mean over its seeds of each seed's mean return, the standard error
+    over seeds (`stats.mean_se`: NaN for one seed) and the number of seeds they count (a run
+    none of whose episodes ended has no mean), and the mean over its runs of their mean length."""
+    if swept is None:
+        swept = [key for key in dict.fromkeys(key for row in rows for key in configs[row["run"]])
+                 if len({repr(configs[row["run"]].get(key)) for row in rows}) > 1]
+    distinct: list[Mapping] = []  # without a record: the distinct configs, a point each
+
+    def point_of(run: int) -> int:
+        if seeds is not None:
+            return run // seeds
+        if configs[run] not in distinct:
+            distinct.append(configs[run])
+        return distinct.index(configs[run])
+
+    members: dict[int, list[dict]] = {}
+    for row in rows:
+        members.setdefault(point_of(row["run"]), []).append(row)
+    points = []
+    for point, its in sorted(members.items()):
+        values = {key: [configs[row["run"]].get(key) for row in its] for key in swept}
+        shared = {key: v[0] for key, v in values.items() if all(x == v[0] for x in v)}
+        means = [row["mean"] for row in its]
+        mean, se = stats.mean_se(means)
+        points.append({"point": point, "values": shared, "varies": [key for key in values if key not in shared],
+                       "runs": [row["run"] for row in its], "seeds": int(stats.finite(means).size), "mean": mean,
+                       "se": se, "mean_length": float(np.mean([row["mean_length"] for row in its]))})
+    return swept, points
 
 
 def evaluation_rows(runs: list[dict], step: int, evaluation: Mapping[str, np.ndarray],
