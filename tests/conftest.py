@@ -186,3 +186,43 @@ def no_drawing(monkeypatch):
 
     for kind in {type(kind) for kind in (kinds.GRID, kinds.TRAIN, *kinds.KEYED.values())}:
         monkeypatch.setattr(kind, "points", drawn)
+
+
+# PUREJAXPPO_TEST_RECORD=FILE (set by .ci/run, one file per stage): one JSON line per test that pytest
+# collected and ran or skipped, {"id", "outcome": "passed" | "failed" | "skipped", "reason"}, and one per
+# test file skipped whole while collected (importorskip: its id is the file's), for
+# .ci/skipped_everywhere.py. Written by the controlling process only: with pytest-xdist it sees every
+# worker's reports; a test deselected by markers gets no line.
+def _record_path():
+    path = os.environ.get("PUREJAXPPO_TEST_RECORD")
+    return os.path.abspath(path) if path and "PYTEST_XDIST_WORKER" not in os.environ else None
+
+
+def _record(report, outcome):
+    import json
+
+    reason = ""
+    if outcome == "skipped":
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    with open(_record_path(), "a") as f:
+        f.write(json.dumps({"id": report.nodeid, "outcome": outcome, "reason": reason}) + "\n")
+
+
+def pytest_sessionstart(session):
+    path = _record_path()
+    if path:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        open(path, "w").close()
+
+
+def pytest_collectreport(report):
+    if _record_path() and report.skipped:
+        _record(report, "skipped")
+
+
+def pytest_runtest_logreport(report):
+    # a test's outcome: its setup's when that did not pass (skipped, or an error), else its call's;
+    # an expected failure (xfail) ran
+    if _record_path() and (report.when == "call" or (report.when == "setup" and not report.passed)):
+        skipped = report.skipped and not hasattr(report, "wasxfail")
+        _record(report, "skipped" if skipped else "failed" if report.failed else "passed")
