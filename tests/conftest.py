@@ -193,9 +193,11 @@ def no_drawing(monkeypatch):
 # test file skipped whole while collected (importorskip: its id is the file's), for
 # .ci/skipped_everywhere.py. Written by the controlling process only: with pytest-xdist it sees every
 # worker's reports; a test deselected by markers gets no line.
+_RECORD: list = []  # the record's absolute path, found once at the session's start (tests change directory)
+
+
 def _record_path():
-    path = os.environ.get("PUREJAXPPO_TEST_RECORD")
-    return os.path.abspath(path) if path and "PYTEST_XDIST_WORKER" not in os.environ else None
+    return _RECORD[0] if _RECORD else None
 
 
 def _record(report, outcome):
@@ -209,10 +211,11 @@ def _record(report, outcome):
 
 
 def pytest_sessionstart(session):
-    path = _record_path()
-    if path:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        open(path, "w").close()
+    path = os.environ.get("PUREJAXPPO_TEST_RECORD")
+    if path and "PYTEST_XDIST_WORKER" not in os.environ:
+        _RECORD[:] = [os.path.abspath(path)]
+        os.makedirs(os.path.dirname(_RECORD[0]), exist_ok=True)
+        open(_RECORD[0], "w").close()
 
 
 def pytest_collectreport(report):

@@ -79,7 +79,8 @@ def test_no_records_is_an_error(tmp_path, capsys):
 def test_the_conftest_hook_records_each_test_outcome(tmp_path):
     (tmp_path / "test_tiny.py").write_text(
         "import pytest\n"
-        "def test_runs(): pass\n"
+        "import os\n"
+        "def test_runs(tmp_path): os.chdir(tmp_path)\n"  # a test that changes directory: the record stays put
         "def test_skips(): pytest.skip('nothing to see')\n"  # skipped in its call
         "@pytest.mark.skipif(True, reason='not here')\n"
         "def test_skipif(): pass\n"  # skipped in its setup
@@ -89,7 +90,8 @@ def test_the_conftest_hook_records_each_test_outcome(tmp_path):
         "pytest.importorskip('purejaxppo_no_such_module')\n"
         "def test_never(): pass\n")
     record = tmp_path / "records" / "stage.jsonl"  # its folder does not exist yet
-    env = dict(os.environ, PUREJAXPPO_TEST_RECORD=str(record), PYTHONPATH=str(ROOT / "tests"))
+    # given relative to where pytest starts, as a test then changes directory
+    env = dict(os.environ, PUREJAXPPO_TEST_RECORD="records/stage.jsonl", PYTHONPATH=str(ROOT / "tests"))
     env.pop("PYTEST_XDIST_WORKER", None)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
                            "-o", "addopts=", "-p", "conftest", "--rootdir", str(tmp_path), "-k", "not deselected", "test_tiny.py", "test_absent.py"],
@@ -109,7 +111,7 @@ def test_ci_run_records_every_pytest_stage_and_checks_them():
     stages = [line for line in script.splitlines() if re.search(r"-m pytest\b", line)]
     assert len(stages) == 4, stages
     for line in stages:
-        assert re.search(r"PUREJAXPPO_TEST_RECORD=\.ci-records/\w+\.jsonl ", line), line
+        assert re.search(r'PUREJAXPPO_TEST_RECORD="\$PWD"/\.ci-records/\w+\.jsonl ', line), line
     names = [re.search(r"PUREJAXPPO_TEST_RECORD=(\S+)", line)[1] for line in stages]
     assert len(set(names)) == len(names), names
     lines = script.splitlines()
