@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from purejaxppo.experiments import cli, report
 from purejaxppo.experiments.report.run import run_row
